@@ -1,0 +1,14 @@
+//! # rml-kernels
+//!
+//! The fast kernels of rml: packed SIMD GEMM and GEMV, vectorized math, softmax,
+//! norms, reductions, quantized dot products and dequantization. Per-architecture code
+//! (AVX2+FMA on x86_64, NEON on aarch64, and a scalar path everywhere) lives in `arch/`
+//! modules behind safe functions that check lengths first; the ISA is chosen once.
+//!
+//! Like `rml-core`, on which alone it depends, this crate is `no_std` and never
+//! allocates: every buffer and scratch area comes from the caller, and every kernel
+//! takes row ranges so a host can split work across threads. Each kernel is tested
+//! against its readable reference in `rml-core`.
+#![cfg_attr(not(feature = "std"), no_std)]
+
+pub use rml_core;
