@@ -19,6 +19,8 @@
 pub mod arena;
 pub mod dtype;
 pub mod error;
+pub mod ops;
+pub mod random;
 pub mod shape;
 pub mod view;
 

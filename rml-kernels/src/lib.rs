@@ -12,3 +12,5 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 
 pub use rml_core;
+
+pub mod isa;

@@ -1,0 +1,1 @@
+//! Reference op module `cast` (being written).

@@ -1,0 +1,1 @@
+//! Reference op module `layout` (being written).

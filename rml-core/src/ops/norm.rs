@@ -1,0 +1,1 @@
+//! Reference op module `norm` (being written).

@@ -1,0 +1,1 @@
+//! Reference op module `reduce` (being written).

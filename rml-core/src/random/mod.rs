@@ -1,0 +1,1 @@
+//! Counter-based random numbers (Philox) and the distributions built on them.

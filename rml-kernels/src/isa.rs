@@ -1,0 +1,122 @@
+//! Instruction-set dispatch: which kernel family (scalar, AVX2+FMA, NEON) runs.
+//!
+//! The best ISA the CPU supports is detected once: at run time with the `std`
+//! feature (`is_x86_feature_detected!`), at compile time from `cfg(target_feature)`
+//! without it. [`force`] overrides the choice so tests and benchmarks can run each
+//! path; the host maps its `RML_ISA` environment variable onto it. The scalar path is
+//! always available.
+
+use core::sync::atomic::{AtomicU8, Ordering};
+
+use rml_core::{Error, Result};
+
+/// A kernel family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// Portable Rust, no intrinsics.
+    Scalar = 1,
+    /// x86_64 AVX2 with FMA and F16C.
+    Avx2 = 2,
+    /// aarch64 Advanced SIMD (baseline on aarch64).
+    Neon = 3,
+}
+
+/// Every ISA, best last.
+pub const ALL_ISAS: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Neon];
+
+impl Isa {
+    /// Lower-case name, as accepted by [`Isa::parse`] and `RML_ISA`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Neon => "neon",
+        }
+    }
+
+    /// Parses `scalar`, `avx2` or `neon`.
+    pub fn parse(name: &str) -> Result<Isa> {
+        ALL_ISAS
+            .into_iter()
+            .find(|isa| isa.name().eq_ignore_ascii_case(name))
+            .ok_or(Error::InvalidArgument(
+                "ISA must be one of scalar, avx2, neon",
+            ))
+    }
+
+    /// True when this machine can run the ISA's kernels.
+    pub fn is_supported(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            Isa::Avx2 => avx2_supported(),
+            Isa::Neon => cfg!(all(target_arch = "aarch64", target_feature = "neon")),
+        }
+    }
+
+    fn from_u8(v: u8) -> Option<Isa> {
+        ALL_ISAS.into_iter().find(|isa| *isa as u8 == v)
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+fn avx2_supported() -> bool {
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && std::is_x86_feature_detected!("f16c")
+}
+
+#[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+fn avx2_supported() -> bool {
+    cfg!(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))
+}
+
+/// 0 = not chosen yet; otherwise an `Isa` discriminant.
+static ACTIVE: AtomicU8 = AtomicU8::new(0);
+
+/// The best ISA this machine supports.
+pub fn detect() -> Isa {
+    ALL_ISAS
+        .into_iter()
+        .rev()
+        .find(|isa| isa.is_supported())
+        .unwrap_or(Isa::Scalar)
+}
+
+/// The ISA kernels dispatch to: the forced one, else the detected one (cached).
+pub fn active() -> Isa {
+    if let Some(isa) = Isa::from_u8(ACTIVE.load(Ordering::Relaxed)) {
+        return isa;
+    }
+    let isa = detect();
+    ACTIVE.store(isa as u8, Ordering::Relaxed);
+    isa
+}
+
+/// Makes every kernel use `isa` from now on; an error if this machine cannot run it.
+pub fn force(isa: Isa) -> Result<()> {
+    if !isa.is_supported() {
+        return Err(Error::InvalidArgument("ISA not supported on this CPU"));
+    }
+    ACTIVE.store(isa as u8, Ordering::Relaxed);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_is_always_supported_and_names_parse() {
+        assert!(Isa::Scalar.is_supported());
+        for isa in ALL_ISAS {
+            assert_eq!(Isa::parse(isa.name()), Ok(isa));
+        }
+        assert!(Isa::parse("sse9").is_err());
+        assert!(detect().is_supported());
+    }
+}
