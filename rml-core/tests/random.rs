@@ -148,6 +148,30 @@ fn philox4x64_stream_reproduces_numpy_philox() {
 }
 
 #[test]
+fn uniform_below_reproduces_numpy_integers() {
+    let doc = fixture("philox4x64_numpy.json");
+    let ints = &doc["integers"];
+    let key: [u64; 2] = hex_list(&ints["key"]).try_into().unwrap();
+    let counter: [u64; 4] = hex_list(&ints["counter"]).try_into().unwrap();
+    let cases = ints["cases"].as_array().unwrap();
+    assert!(cases.len() >= 10);
+    for case in cases {
+        let n = u64::from_str_radix(case["n"].as_str().unwrap(), 16).unwrap();
+        let expected = hex_list(&case["values"]);
+        let mut s = Philox4x64Stream::numpy(key, counter);
+        let got: Vec<u64> = expected
+            .iter()
+            .map(|_| uniform_below(&mut s, n).unwrap())
+            .collect();
+        assert_eq!(got, expected, "integers(0, {n})");
+        let mut s = Philox4x64Stream::numpy(key, counter);
+        let mut filled = vec![0u64; expected.len()];
+        fill_uniform_below(&mut s, &mut filled, n).unwrap();
+        assert_eq!(filled, expected, "integers(0, {n}), filled");
+    }
+}
+
+#[test]
 fn philox4x32_stream_walks_blocks_in_counter_order_with_carry() {
     let key = [0xdead_beef, 0x1234_5678];
     let philox = Philox4x32::new(key);
@@ -281,12 +305,12 @@ fn moments(xs: impl Iterator<Item = f64>) -> (f64, f64, usize) {
 }
 
 /// Asserts that a sample mean and variance agree with the true ones within 5 standard
-/// errors: `sd / sqrt(n)` for the mean and `sqrt((mu4 - sd^4) / n)` for the variance,
-/// where `mu4` is the true fourth central moment.
+/// errors: `sd / sqrt(n)` for the mean and `sqrt((mu4 - (n - 3) / (n - 1) sd^4) / n)`
+/// for the (unbiased) sample variance, where `mu4` is the true fourth central moment.
 fn assert_moments(what: &str, (mean, var, n): (f64, f64, usize), mu: f64, sd2: f64, mu4: f64) {
     let n = n as f64;
     let se_mean = (sd2 / n).sqrt();
-    let se_var = ((mu4 - sd2 * sd2) / n).sqrt();
+    let se_var = ((mu4 - (n - 3.0) / (n - 1.0) * sd2 * sd2) / n).sqrt();
     assert!(
         (mean - mu).abs() < 5.0 * se_mean,
         "{what}: mean {mean} vs {mu} (se {se_mean})"
@@ -490,6 +514,55 @@ fn bernoulli_and_categorical_frequencies() {
     assert_eq!(counts[1] + counts[4], 0);
     assert_eq!(categorical(&mut rng, &[0u8, 0, 9]), Ok(2));
     assert!(categorical(&mut rng, &[1.0f64, 3.0]).unwrap() < 2);
+}
+
+#[test]
+fn integers_below_n_and_shuffles_are_uniform() {
+    let mut rng = Philox4x32Stream::from_seed(77);
+    let before = rng.clone();
+    assert_eq!(uniform_below(&mut rng, 1), Ok(0));
+    assert_eq!(rng, before, "n = 1 draws nothing");
+    for n in [2u64, 3, 10, 1 << 33] {
+        let mut out = vec![0u64; N];
+        fill_uniform_below(&mut rng, &mut out, n).unwrap();
+        assert!(out.iter().all(|&x| x < n));
+        let nf = n as f64;
+        // Discrete uniform: mean (n - 1) / 2, variance (n^2 - 1) / 12, and fourth
+        // central moment (n^2 - 1)(3n^2 - 7) / 240.
+        assert_moments(
+            "uniform_below",
+            moments(out.iter().map(|&x| x as f64)),
+            (nf - 1.0) / 2.0,
+            (nf * nf - 1.0) / 12.0,
+            (nf * nf - 1.0) * (3.0 * nf * nf - 7.0) / 240.0,
+        );
+    }
+    // Every item lands in every position with probability 1/len.
+    let len = 5;
+    let rounds = 40_000;
+    let mut counts = [[0usize; 5]; 5];
+    for _ in 0..rounds {
+        let mut items = [0usize, 1, 2, 3, 4];
+        shuffle(&mut rng, &mut items);
+        let mut sorted = items;
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 1, 2, 3, 4]);
+        for (pos, &item) in items.iter().enumerate() {
+            counts[item][pos] += 1;
+        }
+    }
+    let p = 1.0 / len as f64;
+    let se = (p * (1.0 - p) / rounds as f64).sqrt();
+    for row in counts {
+        for c in row {
+            assert!(
+                (c as f64 / rounds as f64 - p).abs() < 5.0 * se,
+                "{counts:?}"
+            );
+        }
+    }
+    let mut empty: [u8; 0] = [];
+    shuffle(&mut rng, &mut empty);
 }
 
 fn bad<T>(result: Result<T, Error>) -> bool {

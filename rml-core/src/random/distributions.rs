@@ -1,5 +1,5 @@
-//! Samplers built on any [`Rng`]: uniform, normal, truncated normal, Bernoulli and
-//! categorical. Each has a one-value form and a `fill_*` form writing a caller slice.
+//! Samplers built on any [`Rng`]: uniform (floats and integers), normal, truncated
+//! normal, Bernoulli and categorical, and a shuffle. Each has a one-value form and a `fill_*` form writing a caller slice.
 //!
 //! Arguments are checked before anything is drawn, so a rejected call leaves the
 //! generator where it was. Internally everything is computed in `f64` (`libm` for
@@ -9,6 +9,7 @@
 //! - uniform: one [`Rng::next_f32`] (for `f32`) or [`Rng::next_f64`] (for `f64`) per value;
 //! - normal: two [`Rng::next_f64`] per *pair* of values;
 //! - Bernoulli and categorical: one [`Rng::next_f64`] per value;
+//! - integers below `n` and shuffles: a variable number (rejection sampling);
 //! - truncated normal: a variable number (rejection sampling).
 
 use super::Rng;
@@ -372,6 +373,71 @@ pub fn fill_categorical<R: Rng + ?Sized, W: Copy + Into<f64>>(
         *x = pick(rng.next_f64(), weights, total);
     }
     Ok(())
+}
+
+/// A uniform integer in `[0, n)` by Lemire's multiply-and-reject method (D. Lemire,
+/// "Fast Random Integer Generation in an Interval", ACM TOMACS 29(1), 2019): the top
+/// half of `x * n` for a random word `x`, redrawing while the low half is below
+/// `2^w mod n`, which removes the bias exactly.
+///
+/// For `n <= 2^32` the words are 32-bit ([`Rng::next_u32`], `w = 32`), beyond that
+/// 64-bit ([`Rng::next_u64`], `w = 64`); `n = 1` returns 0 without drawing. These are
+/// NumPy's choices, so on a [`super::Philox4x64Stream::numpy`] stream this equals
+/// `Generator.integers(0, n)`. `n = 0` is an error.
+pub fn uniform_below<R: Rng + ?Sized>(rng: &mut R, n: u64) -> Result<u64> {
+    if n == 0 {
+        return Err(Error::InvalidArgument("uniform_below needs n > 0"));
+    }
+    Ok(below(rng, n))
+}
+
+/// [`uniform_below`] for `n > 0`.
+fn below<R: Rng + ?Sized>(rng: &mut R, n: u64) -> u64 {
+    if n == 1 {
+        return 0;
+    }
+    if n <= 1 << 32 {
+        // (2^32 - 1) * 2^32 < 2^64: the product fits in a u64.
+        let mut m = u64::from(rng.next_u32()) * n;
+        if m & 0xFFFF_FFFF < n {
+            let threshold = (1u64 << 32) % n;
+            while m & 0xFFFF_FFFF < threshold {
+                m = u64::from(rng.next_u32()) * n;
+            }
+        }
+        m >> 32
+    } else {
+        let wide = u128::from(n);
+        let mut m = u128::from(rng.next_u64()) * wide;
+        if (m as u64) < n {
+            let threshold = n.wrapping_neg() % n;
+            while (m as u64) < threshold {
+                m = u128::from(rng.next_u64()) * wide;
+            }
+        }
+        (m >> 64) as u64
+    }
+}
+
+/// Fills `out` with independent [`uniform_below`] draws.
+pub fn fill_uniform_below<R: Rng + ?Sized>(rng: &mut R, out: &mut [u64], n: u64) -> Result<()> {
+    if n == 0 {
+        return Err(Error::InvalidArgument("uniform_below needs n > 0"));
+    }
+    for x in out {
+        *x = below(rng, n);
+    }
+    Ok(())
+}
+
+/// Shuffles `items` uniformly in place (Fisher–Yates: for `i` from the last index
+/// down to 1, swap item `i` with item [`uniform_below`]`(i + 1)`). This is not NumPy's
+/// `shuffle`, which draws its indices differently.
+pub fn shuffle<R: Rng + ?Sized, T>(rng: &mut R, items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        let j = below(rng, i as u64 + 1) as usize;
+        items.swap(i, j);
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! - [`philox`]: the Philox4x32-10 and Philox4x64-10 generators of Salmon et al. and
 //!   their streams. Philox4x64-10 reproduces NumPy's `numpy.random.Philox` bit for bit.
 //! - [`distributions`]: uniform, normal, truncated normal, Bernoulli and categorical
-//!   samplers that fill caller slices.
+//!   samplers that fill caller slices, integers below `n` and a shuffle.
 //!
 //! Every sampler takes `&mut impl Rng`, so any of the streams (or a caller's own source)
 //! can drive it.
