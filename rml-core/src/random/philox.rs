@@ -186,7 +186,8 @@ impl Philox4x32Stream {
 
     /// Stream number `id` of `seed`, split *by key*: the key is `[seed, id]` and the
     /// counter starts at 0. Distinct `(seed, id)` pairs give unrelated streams, each
-    /// `2^128` blocks long.
+    /// `2^128` blocks long. (This is `from_seed(seed | id << 32)`: callers that split
+    /// by key should not also use the high seed word.)
     pub fn for_stream(seed: u32, id: u32) -> Self {
         Self::new([seed, id], [0; 4])
     }
@@ -306,7 +307,7 @@ impl Philox4x64Stream {
     }
 
     /// Stream number `id` of `seed`, split *by key*: the key is `[seed, id]` and the
-    /// counter starts at 0.
+    /// counter starts at 0. Stream 0 is `from_seed(seed)`.
     pub fn for_stream(seed: u64, id: u64) -> Self {
         Self::new([seed, id], [0; 4])
     }
