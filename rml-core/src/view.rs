@@ -94,7 +94,11 @@ impl Layout {
                     len: d,
                 });
             }
-            at += i * s;
+            // Checked: a layout built by hand need not fit any buffer.
+            at = i
+                .checked_mul(s)
+                .and_then(|step| at.checked_add(step))
+                .ok_or(Error::Overflow)?;
         }
         Ok(at)
     }
@@ -149,11 +153,20 @@ impl Layout {
             });
         }
         let stride = self.strides.steps()[axis];
+        let new_len = (end - start).div_ceil(step);
         let mut out = *self;
-        out.shape = self.shape.with_dim(axis, (end - start).div_ceil(step))?;
-        out.strides.set(axis, stride * step);
+        out.shape = self.shape.with_dim(axis, new_len)?;
+        // A step past the end keeps at most one element, whose stride never matters:
+        // keep the old one rather than overflow computing `stride * step`.
+        if new_len > 1 {
+            out.strides
+                .set(axis, stride.checked_mul(step).ok_or(Error::Overflow)?);
+        }
         if end > start {
-            out.offset = self.offset + start * stride;
+            out.offset = start
+                .checked_mul(stride)
+                .and_then(|skip| self.offset.checked_add(skip))
+                .ok_or(Error::Overflow)?;
         }
         Ok(out)
     }
@@ -376,8 +389,13 @@ impl<'a, T: Copy> TensorView<'a, T> {
         if !self.layout.is_contiguous() {
             return Err(Error::NotContiguous);
         }
+        let len = self.layout.shape.numel();
+        if len == 0 {
+            // An empty view's offset need not lie inside the data.
+            return Ok(&[]);
+        }
         let start = self.layout.offset;
-        Ok(&self.data[start..start + self.layout.shape.numel()])
+        Ok(&self.data[start..start + len])
     }
 
     /// The element at `index`.
@@ -461,12 +479,15 @@ impl<'a, T: Copy> TensorViewMut<'a, T> {
     /// longer than 1) are rejected since writes would alias.
     pub fn with_layout(data: &'a mut [T], layout: Layout) -> Result<Self> {
         layout.check_fits(data.len())?;
-        let aliases = layout
-            .shape
-            .dims()
-            .iter()
-            .zip(layout.strides.steps())
-            .any(|(&d, &s)| d > 1 && s == 0);
+        // An empty view writes nothing, so it cannot alias (the dense strides of a
+        // shape such as [2, 0] are [0, 1]).
+        let aliases = layout.shape.numel() > 0
+            && layout
+                .shape
+                .dims()
+                .iter()
+                .zip(layout.strides.steps())
+                .any(|(&d, &s)| d > 1 && s == 0);
         if aliases {
             return Err(Error::InvalidArgument("a mutable view cannot broadcast"));
         }
@@ -496,8 +517,13 @@ impl<'a, T: Copy> TensorViewMut<'a, T> {
         if !self.layout.is_contiguous() {
             return Err(Error::NotContiguous);
         }
+        let len = self.layout.shape.numel();
+        if len == 0 {
+            // An empty view's offset need not lie inside the data.
+            return Ok(&mut []);
+        }
         let start = self.layout.offset;
-        Ok(&mut self.data[start..start + self.layout.shape.numel()])
+        Ok(&mut self.data[start..start + len])
     }
 
     /// Writes `value` at `index`.
