@@ -1,4 +1,5 @@
-//! Convolution: [`conv2d`], [`conv1d`] and [`conv_transpose2d`] in f32, with the
+//! Convolution: [`conv2d`], [`conv1d`], [`conv_transpose2d`] and
+//! [`conv_transpose1d`] in f32, with the
 //! `*_output_shape` helpers that validate parameters before any work is done.
 //!
 //! Layouts follow PyTorch: activations are `[N, C, H, W]` (`[N, C, L]` in 1-D),
@@ -112,6 +113,52 @@ impl Default for ConvTranspose2dParams {
     }
 }
 
+/// Parameters of a 1-D transposed convolution over `[N, C, L]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvTranspose1dParams {
+    /// Stride of the forward convolution this one transposes.
+    pub stride: usize,
+    /// Padding `[before, after]` of that forward convolution, removed from the output.
+    pub padding: [usize; 2],
+    /// Extra elements appended to the output; smaller than the stride or dilation.
+    pub output_padding: usize,
+    /// Spacing between kernel taps.
+    pub dilation: usize,
+    /// Number of channel groups.
+    pub groups: usize,
+}
+
+impl Default for ConvTranspose1dParams {
+    /// Stride 1, no padding or output padding, no dilation, one group.
+    fn default() -> Self {
+        ConvTranspose1dParams {
+            stride: 1,
+            padding: [0, 0],
+            output_padding: 0,
+            dilation: 1,
+            groups: 1,
+        }
+    }
+}
+
+impl ConvTranspose1dParams {
+    /// The same transposed convolution as a 2-D one over a height-1 image.
+    fn as_2d(&self) -> ConvTranspose2dParams {
+        ConvTranspose2dParams {
+            stride: [1, self.stride],
+            padding: Padding2d {
+                top: 0,
+                bottom: 0,
+                left: self.padding[0],
+                right: self.padding[1],
+            },
+            output_padding: [0, self.output_padding],
+            dilation: [1, self.dilation],
+            groups: self.groups,
+        }
+    }
+}
+
 /// Checks a group count against the channel counts it must divide.
 fn check_groups(groups: usize, c_in: usize, c_out: usize) -> Result<()> {
     if groups == 0 {
@@ -205,6 +252,25 @@ pub fn conv_transpose2d_output_shape(
         win_h.transposed_output_len(h, params.output_padding[0])?,
         win_w.transposed_output_len(w, params.output_padding[1])?,
     ])
+}
+
+/// The output shape `[N, C_out, L_out]` of [`conv_transpose1d`] for an input
+/// `[N, C_in, L]` and weight `[C_in, C_out / groups, K]`; errors as for
+/// [`conv_transpose2d_output_shape`].
+pub fn conv_transpose1d_output_shape(
+    input: &Shape,
+    weight: &Shape,
+    params: &ConvTranspose1dParams,
+) -> Result<Shape> {
+    let shape_2d = conv_transpose2d_output_shape(
+        &ncl_as_nchw(input, "conv_transpose1d input must have rank 3 [N, C, L]")?,
+        &ncl_as_nchw(
+            weight,
+            "conv_transpose1d weight must have rank 3 [C_in, C_out/groups, K]",
+        )?,
+        &params.as_2d(),
+    )?;
+    shape_2d.without_axis(2)
 }
 
 /// 2-D convolution (cross-correlation, as in every framework):
@@ -346,6 +412,31 @@ pub fn conv_transpose2d(
         }
     }
     Ok(())
+}
+
+/// 1-D transposed convolution over `[N, C_in, L]` with weight
+/// `[C_in, C_out / groups, K]` and optional bias `[C_out]`: exactly
+/// [`conv_transpose2d`] on a height-1 image.
+pub fn conv_transpose1d(
+    input: &TensorView<'_, f32>,
+    weight: &TensorView<'_, f32>,
+    bias: Option<&TensorView<'_, f32>>,
+    params: &ConvTranspose1dParams,
+    output: &mut TensorViewMut<'_, f32>,
+) -> Result<()> {
+    let expected = conv_transpose1d_output_shape(input.shape(), weight.shape(), params)?;
+    if *output.shape() != expected {
+        return Err(Error::ShapeMismatch {
+            op: "conv_transpose1d output",
+        });
+    }
+    conv_transpose2d(
+        &input.unsqueeze(2)?,
+        &weight.unsqueeze(2)?,
+        bias,
+        &params.as_2d(),
+        &mut ncl_as_nchw_mut(output)?,
+    )
 }
 
 /// Checks that an optional bias has shape `[c_out]`.
@@ -561,6 +652,24 @@ mod tests {
         );
         assert!(conv_transpose2d_output_shape(&s(&[1, 4, 0, 3]), &s(&[4, 3, 1, 1]), &p).is_err());
         assert!(conv_transpose2d_output_shape(&s(&[1, 4, 3]), &s(&[4, 3, 1, 1]), &p).is_err());
+        assert_eq!(
+            conv_transpose2d_output_shape(
+                &input,
+                &s(&[4, usize::MAX, 1, 1]),
+                &ConvTranspose2dParams { groups: 2, ..p }
+            ),
+            Err(Error::Overflow)
+        );
+        let p1 = ConvTranspose1dParams {
+            stride: 2,
+            output_padding: 1,
+            ..ConvTranspose1dParams::default()
+        };
+        assert_eq!(
+            conv_transpose1d_output_shape(&s(&[1, 4, 5]), &s(&[4, 2, 3]), &p1),
+            Ok(s(&[1, 2, 12]))
+        );
+        assert!(conv_transpose1d_output_shape(&input, &s(&[4, 2, 3]), &p1).is_err());
     }
 
     #[test]

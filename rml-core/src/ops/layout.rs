@@ -24,6 +24,24 @@ pub fn copy<T: Copy>(input: &TensorView<'_, T>, output: &mut TensorViewMut<'_, T
     output.assign(input.iter())
 }
 
+/// The shape of concatenating tensors of shapes `inputs` along `axis`: the first
+/// shape with `axis` resized to the sum of the inputs' sizes there. Every input must
+/// have the same rank and the same sizes on every other axis.
+pub fn concat_output_shape(inputs: &[Shape], axis: isize) -> Result<Shape> {
+    let first = inputs
+        .first()
+        .ok_or(Error::InvalidArgument("concat needs at least one input"))?;
+    let axis = normalize_axis(axis, first.rank())?;
+    let total = inputs
+        .iter()
+        .filter(|s| s.rank() == first.rank())
+        .try_fold(0usize, |acc, s| acc.checked_add(s.dim(axis)))
+        .ok_or(Error::Overflow)?;
+    let out = first.with_dim(axis, total)?;
+    check_parts(inputs.iter().copied(), &out, axis, "concat")?;
+    Ok(out)
+}
+
 /// Concatenates `inputs` along `axis` (negative counts from the end) into `output`.
 /// Every input must have the output's rank and its sizes on every other axis; the
 /// inputs' sizes along `axis` must add up to the output's.
@@ -479,6 +497,24 @@ mod tests {
             Err(Error::ShapeMismatch { op: "split" })
         );
         assert!(split(&av, -3, &mut parts).is_err());
+        assert_eq!(
+            concat_output_shape(&[s(&[2, 3]), s(&[2, 1]), s(&[2, 4])], -1),
+            Ok(s(&[2, 8]))
+        );
+        assert!(concat_output_shape(&[], 0).is_err());
+        assert_eq!(
+            concat_output_shape(&[s(&[2, 3]), s(&[3, 3])], 1),
+            Err(Error::ShapeMismatch { op: "concat" })
+        );
+        assert_eq!(
+            concat_output_shape(&[s(&[2, 3]), s(&[2, 3, 1])], 1),
+            Err(Error::ShapeMismatch { op: "concat" })
+        );
+        assert!(concat_output_shape(&[s(&[2, 3])], 2).is_err());
+        assert_eq!(
+            concat_output_shape(&[s(&[usize::MAX]), s(&[1])], 0),
+            Err(Error::Overflow)
+        );
     }
 
     #[test]

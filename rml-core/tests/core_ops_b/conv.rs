@@ -1,8 +1,9 @@
 //! conv2d, conv1d and conv_transpose2d against the NumPy fixtures.
 
 use rml_core::ops::conv::{
-    Conv1dParams, Conv2dParams, ConvTranspose2dParams, conv_transpose2d,
-    conv_transpose2d_output_shape, conv1d, conv1d_output_shape, conv2d, conv2d_output_shape,
+    Conv1dParams, Conv2dParams, ConvTranspose1dParams, ConvTranspose2dParams, conv_transpose1d,
+    conv_transpose1d_output_shape, conv_transpose2d, conv_transpose2d_output_shape, conv1d,
+    conv1d_output_shape, conv2d, conv2d_output_shape,
 };
 use rml_core::ops::window::Padding2d;
 use rml_core::{Shape, TensorView, TensorViewMut};
@@ -168,6 +169,31 @@ fn conv_transpose2d_matches_numpy() {
         let mut out = vec![f32::NAN; out_shape.numel()];
         let mut ov = TensorViewMut::new(&mut out, out_shape).unwrap();
         conv_transpose2d(&c.x.view(), &c.w.view(), bias.as_ref(), &params, &mut ov).unwrap();
+        assert_close(name, &out, &c.expected.data, c.tolerance(taps));
+    }
+}
+
+#[test]
+fn conv_transpose1d_matches_numpy() {
+    for case in cases("conv_transpose1d.json") {
+        let name = name(&case);
+        let c = ConvCase::read(&case);
+        let groups = usize_of(&case["groups"]);
+        let params = ConvTranspose1dParams {
+            stride: usize_of(&case["stride"]),
+            padding: pair(&case["padding"]),
+            output_padding: usize_of(&case["output_padding"]),
+            dilation: usize_of(&case["dilation"]),
+            groups,
+        };
+        let out_shape = conv_transpose1d_output_shape(&c.x.shape, &c.w.shape, &params).unwrap();
+        assert_eq!(out_shape, c.expected.shape, "{name}: output shape");
+        let d = c.w.shape.dims();
+        let taps = d[0] / groups * d[2];
+        let bias = c.b.as_ref().map(Tensor::view);
+        let mut out = vec![f32::NAN; out_shape.numel()];
+        let mut ov = TensorViewMut::new(&mut out, out_shape).unwrap();
+        conv_transpose1d(&c.x.view(), &c.w.view(), bias.as_ref(), &params, &mut ov).unwrap();
         assert_close(name, &out, &c.expected.data, c.tolerance(taps));
     }
 }

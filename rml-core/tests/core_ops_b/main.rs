@@ -8,4 +8,5 @@ mod conv;
 mod fixture;
 mod layout;
 mod pool;
+mod props;
 mod upsample;
