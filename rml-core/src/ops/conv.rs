@@ -1,6 +1,6 @@
-//! Convolution: [`conv2d`], [`conv1d`], [`conv_transpose2d`] and
-//! [`conv_transpose1d`] in f32, with the
-//! `*_output_shape` helpers that validate parameters before any work is done.
+//! Convolution: [`conv2d`], [`conv1d`], [`conv_transpose2d`] and [`conv_transpose1d`]
+//! in f32, with `*_output_shape` helpers that validate every parameter before any
+//! work is done.
 //!
 //! Layouts follow PyTorch: activations are `[N, C, H, W]` (`[N, C, L]` in 1-D),
 //! convolution weights are `[C_out, C_in / groups, kH, kW]` and transposed-convolution

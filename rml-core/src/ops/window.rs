@@ -164,17 +164,21 @@ impl AxisWindow {
         } else {
             room / self.stride
         };
-        let mut len = steps + 1;
-        if ceil_mode && steps * self.stride >= input_len + self.pad_begin {
-            len -= 1;
+        let last_start = steps.checked_mul(self.stride).ok_or(Error::Overflow)?;
+        if ceil_mode && last_start >= input_len + self.pad_begin {
+            return Ok(steps);
         }
-        Ok(len)
+        Ok(steps + 1)
     }
 
     /// The input element read by output position `out` at tap `tap`, or `None` when
     /// that tap falls in the padding (or past the padded end, in ceil mode).
     pub fn input_index(&self, out: usize, tap: usize, input_len: usize) -> Option<usize> {
-        let padded_pos = out * self.stride + tap * self.dilation;
+        // Checked so that positions no validated window reaches answer `None`
+        // rather than overflow.
+        let padded_pos = out
+            .checked_mul(self.stride)?
+            .checked_add(tap.checked_mul(self.dilation)?)?;
         let index = padded_pos.checked_sub(self.pad_begin)?;
         (index < input_len).then_some(index)
     }
@@ -197,8 +201,10 @@ impl AxisWindow {
         tap: usize,
         input_len: usize,
     ) -> Option<usize> {
-        let landed = (out + self.pad_begin).checked_sub(tap * self.dilation)?;
-        if landed % self.stride != 0 {
+        let landed = out
+            .checked_add(self.pad_begin)?
+            .checked_sub(tap.checked_mul(self.dilation)?)?;
+        if landed.checked_rem(self.stride)? != 0 {
             return None;
         }
         let index = landed / self.stride;
@@ -212,8 +218,7 @@ impl AxisWindow {
     /// `(input_len - 1) * stride + span + output_padding - pad_begin - pad_end`.
     ///
     /// Fails for an empty input, an `output_padding` not smaller than the stride or
-    /// the dilation (it would add elements no input reaches), and padding that
-    /// removes the whole output.
+    /// the dilation (PyTorch's rule), and padding that removes the whole output.
     pub fn transposed_output_len(&self, input_len: usize, output_padding: usize) -> Result<usize> {
         let span = self.span()?;
         if input_len == 0 {
@@ -305,6 +310,10 @@ mod tests {
         assert_eq!(win.input_index(0, 1, 5), Some(0));
         assert_eq!(win.input_index(2, 2, 5), None);
         assert_eq!(win.input_index(2, 1, 5), Some(4));
+        assert_eq!(win.input_index(usize::MAX, 0, 5), None);
+        let no_stride = AxisWindow { stride: 0, ..win };
+        assert_eq!(no_stride.transposed_input_index(3, 0, 5), None);
+        assert_eq!(win.transposed_input_index(usize::MAX, 0, 5), None);
     }
 
     #[test]
