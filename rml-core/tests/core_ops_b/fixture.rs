@@ -33,6 +33,55 @@ impl<T: Copy> Tensor<T> {
     }
 }
 
+/// A tensor stored with its axes in reverse order (NumPy's `x.T`), so that viewing
+/// it in the original axis order needs non-contiguous strides on every axis.
+pub struct Reversed<T> {
+    data: Vec<T>,
+    reversed_shape: Shape,
+}
+
+impl<T: Copy> Tensor<T> {
+    /// The same values stored axis-reversed (rearranged here with plain index
+    /// arithmetic, not with rml).
+    pub fn reversed(&self) -> Reversed<T> {
+        let dims = self.shape.dims();
+        let reversed_dims: Vec<usize> = dims.iter().rev().copied().collect();
+        let mut data = self.data.clone();
+        for (flat, &value) in self.data.iter().enumerate() {
+            // Row-major index of `flat` in the original shape...
+            let mut rest = flat;
+            let mut index = vec![0; dims.len()];
+            for axis in (0..dims.len()).rev() {
+                index[axis] = rest % dims[axis];
+                rest /= dims[axis];
+            }
+            // ...and the row-major position of the reversed index in reversed storage.
+            let at = index
+                .iter()
+                .rev()
+                .zip(&reversed_dims)
+                .fold(0, |acc, (&i, &d)| acc * d + i);
+            data[at] = value;
+        }
+        Reversed {
+            data,
+            reversed_shape: Shape::new(&reversed_dims).unwrap(),
+        }
+    }
+}
+
+impl<T: Copy> Reversed<T> {
+    /// A view in the original axis order (every stride differs from row-major).
+    pub fn view(&self) -> TensorView<'_, T> {
+        let rank = self.reversed_shape.rank();
+        let order: Vec<usize> = (0..rank).rev().collect();
+        TensorView::new(&self.data, self.reversed_shape)
+            .unwrap()
+            .permute(&order)
+            .unwrap()
+    }
+}
+
 impl Tensor<f32> {
     /// Largest magnitude of any element (0 for an empty tensor).
     pub fn max_abs(&self) -> f64 {

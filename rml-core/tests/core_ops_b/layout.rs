@@ -7,12 +7,23 @@ use rml_core::ops::layout::{
 use rml_core::{TensorView, TensorViewMut};
 use serde_json::Value;
 
-use crate::fixture::{Tensor, cases, f32_tensor, i64_tensor, name, usizes};
+use crate::fixture::{Reversed, Tensor, cases, f32_tensor, i64_tensor, name, usizes};
 
-fn check_permute(name: &str, case: &Value) {
+/// The dense view of `t`, or (when `strided`) the view of its axis-reversed copy.
+fn pick<'a, T: Copy>(
+    t: &'a Tensor<T>,
+    reversed: &'a Reversed<T>,
+    strided: bool,
+) -> TensorView<'a, T> {
+    if strided { reversed.view() } else { t.view() }
+}
+
+fn check_permute(name: &str, case: &Value, strided: bool) {
     let x = f32_tensor(&case["input"]);
     let expected = f32_tensor(&case["expected"]);
-    let permuted = x.view().permute(&usizes(&case["perm"])).unwrap();
+    let reversed = x.reversed();
+    let input = pick(&x, &reversed, strided);
+    let permuted = input.permute(&usizes(&case["perm"])).unwrap();
     let mut out = vec![f32::NAN; expected.data.len()];
     copy(
         &permuted,
@@ -22,14 +33,19 @@ fn check_permute(name: &str, case: &Value) {
     assert_eq!(out, expected.data, "{name}");
 }
 
-fn check_concat(name: &str, case: &Value) {
+fn check_concat(name: &str, case: &Value, strided: bool) {
     let parts: Vec<Tensor<f32>> = case["inputs"]
         .as_array()
         .unwrap()
         .iter()
         .map(f32_tensor)
         .collect();
-    let views: Vec<TensorView<'_, f32>> = parts.iter().map(Tensor::view).collect();
+    let reversed: Vec<Reversed<f32>> = parts.iter().map(Tensor::reversed).collect();
+    let views: Vec<TensorView<'_, f32>> = parts
+        .iter()
+        .zip(&reversed)
+        .map(|(p, r)| pick(p, r, strided))
+        .collect();
     let expected = f32_tensor(&case["expected"]);
     let axis = case["axis"].as_i64().unwrap() as isize;
     let mut out = vec![f32::NAN; expected.data.len()];
@@ -42,7 +58,7 @@ fn check_concat(name: &str, case: &Value) {
     assert_eq!(out, expected.data, "{name}");
 }
 
-fn check_split(name: &str, case: &Value) {
+fn check_split(name: &str, case: &Value, strided: bool) {
     let x = f32_tensor(&case["input"]);
     let expected: Vec<Tensor<f32>> = case["outputs"]
         .as_array()
@@ -60,20 +76,22 @@ fn check_split(name: &str, case: &Value) {
         .map(|(b, e)| TensorViewMut::new(b, e.shape).unwrap())
         .collect();
     let axis = case["axis"].as_i64().unwrap() as isize;
-    split(&x.view(), axis, &mut views).unwrap();
+    let reversed = x.reversed();
+    split(&pick(&x, &reversed, strided), axis, &mut views).unwrap();
     drop(views);
     for (k, (got, e)) in buffers.iter().zip(&expected).enumerate() {
         assert_eq!(got, &e.data, "{name}: output {k}");
     }
 }
 
-fn check_slice(name: &str, case: &Value) {
+fn check_slice(name: &str, case: &Value, strided: bool) {
     let x = f32_tensor(&case["input"]);
     let expected = f32_tensor(&case["expected"]);
     let int = |key: &str| case[key].as_i64().unwrap();
+    let reversed = x.reversed();
     let mut out = vec![f32::NAN; expected.data.len()];
     slice(
-        &x.view(),
+        &pick(&x, &reversed, strided),
         int("axis") as isize,
         int("start"),
         int("end"),
@@ -84,7 +102,7 @@ fn check_slice(name: &str, case: &Value) {
     assert_eq!(out, expected.data, "{name}");
 }
 
-fn check_gather(name: &str, case: &Value) {
+fn check_gather(name: &str, case: &Value, strided: bool) {
     let x = f32_tensor(&case["input"]);
     let expected = f32_tensor(&case["expected"]);
     let indices = i64_tensor(&case["indices"]);
@@ -93,19 +111,28 @@ fn check_gather(name: &str, case: &Value) {
     assert_eq!(shape, expected.shape, "{name}: output shape");
     let mut out = vec![f32::NAN; expected.data.len()];
     let mut ov = TensorViewMut::new(&mut out, shape).unwrap();
+    let (reversed, reversed_indices) = (x.reversed(), indices.reversed());
+    let input = pick(&x, &reversed, strided);
     match case["index_type"].as_str().unwrap() {
-        "i64" => gather(&x.view(), &indices.view(), axis, &mut ov).unwrap(),
+        "i64" => {
+            let iv = pick(&indices, &reversed_indices, strided);
+            gather(&input, &iv, axis, &mut ov).unwrap();
+        }
         "i32" => {
-            let narrow: Vec<i32> = indices.data.iter().map(|&i| i as i32).collect();
-            let iv = TensorView::new(&narrow, indices.shape).unwrap();
-            gather(&x.view(), &iv, axis, &mut ov).unwrap();
+            let narrow = Tensor {
+                shape: indices.shape,
+                data: indices.data.iter().map(|&i| i as i32).collect(),
+            };
+            let reversed_narrow = narrow.reversed();
+            let iv = pick(&narrow, &reversed_narrow, strided);
+            gather(&input, &iv, axis, &mut ov).unwrap();
         }
         other => panic!("{name}: unknown index type {other}"),
     }
     assert_eq!(out, expected.data, "{name}");
 }
 
-fn check_pad(name: &str, case: &Value) {
+fn check_pad(name: &str, case: &Value, strided: bool) {
     let x = f32_tensor(&case["input"]);
     let expected = f32_tensor(&case["expected"]);
     let pads: Vec<[usize; 2]> = case["pads"]
@@ -126,9 +153,10 @@ fn check_pad(name: &str, case: &Value) {
         expected.shape,
         "{name}: output shape"
     );
+    let reversed = x.reversed();
     let mut out = vec![f32::NAN; expected.data.len()];
     pad(
-        &x.view(),
+        &pick(&x, &reversed, strided),
         &pads,
         mode,
         &mut TensorViewMut::new(&mut out, expected.shape).unwrap(),
@@ -143,14 +171,18 @@ fn layout_ops_match_numpy() {
     for case in cases("layout.json") {
         let name = name(&case);
         let op = case["op"].as_str().unwrap();
-        match op {
-            "permute" => check_permute(name, &case),
-            "concat" => check_concat(name, &case),
-            "split" => check_split(name, &case),
-            "slice" => check_slice(name, &case),
-            "gather" => check_gather(name, &case),
-            "pad" => check_pad(name, &case),
-            other => panic!("{name}: unknown op {other}"),
+        // Each case runs on dense inputs and on axis-reversed (strided) ones.
+        for strided in [false, true] {
+            let name = &format!("{name} ({})", if strided { "strided" } else { "dense" });
+            match op {
+                "permute" => check_permute(name, &case, strided),
+                "concat" => check_concat(name, &case, strided),
+                "split" => check_split(name, &case, strided),
+                "slice" => check_slice(name, &case, strided),
+                "gather" => check_gather(name, &case, strided),
+                "pad" => check_pad(name, &case, strided),
+                other => panic!("{name}: unknown op {other}"),
+            }
         }
         seen.insert(op.to_string());
     }

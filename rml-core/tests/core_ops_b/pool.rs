@@ -51,20 +51,25 @@ fn pool2d_matches_numpy() {
         };
         let out_shape = pool2d_output_shape(&x.shape, &params).unwrap();
         assert_eq!(out_shape, expected.shape, "{name}: output shape");
-        let mut out = vec![f32::NAN; out_shape.numel()];
-        let mut ov = TensorViewMut::new(&mut out, out_shape).unwrap();
-        match case["kind"].as_str().unwrap() {
-            "max" => {
-                max_pool2d(&x.view(), &params, &mut ov).unwrap();
-                assert_close(name, &out, &expected.data, |_| MAX_POOL_TOLERANCE);
+        // Once from the dense input, once from an axis-reversed (strided) copy.
+        let reversed = x.reversed();
+        for (input, layout) in [(x.view(), "dense"), (reversed.view(), "strided")] {
+            let name = format!("{name} ({layout})");
+            let mut out = vec![f32::NAN; out_shape.numel()];
+            let mut ov = TensorViewMut::new(&mut out, out_shape).unwrap();
+            match case["kind"].as_str().unwrap() {
+                "max" => {
+                    max_pool2d(&input, &params, &mut ov).unwrap();
+                    assert_close(&name, &out, &expected.data, |_| MAX_POOL_TOLERANCE);
+                }
+                "avg" => {
+                    let include_pad = case["count_include_pad"].as_bool().unwrap();
+                    avg_pool2d(&input, &params, include_pad, &mut ov).unwrap();
+                    let taps = params.kernel[0] * params.kernel[1];
+                    assert_close(&name, &out, &expected.data, mean_tolerance(taps, &x));
+                }
+                other => panic!("{name}: unknown pooling kind {other}"),
             }
-            "avg" => {
-                let include_pad = case["count_include_pad"].as_bool().unwrap();
-                avg_pool2d(&x.view(), &params, include_pad, &mut ov).unwrap();
-                let taps = params.kernel[0] * params.kernel[1];
-                assert_close(name, &out, &expected.data, mean_tolerance(taps, &x));
-            }
-            other => panic!("{name}: unknown pooling kind {other}"),
         }
     }
 }

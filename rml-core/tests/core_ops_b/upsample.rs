@@ -14,17 +14,21 @@ fn upsample_nearest_matches_numpy() {
         let name = name(&case);
         let x = f32_tensor(&case["input"]);
         let expected = f32_tensor(&case["expected"]);
-        let mut out = vec![f32::NAN; expected.data.len()];
-        let mut ov = TensorViewMut::new(&mut out, expected.shape).unwrap();
-        if case["scale"].is_null() {
-            upsample_nearest2d(&x.view(), &mut ov).unwrap();
-        } else {
-            let scale = pair(&case["scale"]);
-            let shape = upsample_nearest2d_output_shape(&x.shape, scale).unwrap();
-            assert_eq!(shape, expected.shape, "{name}: output shape");
-            upsample_nearest2d_scale(&x.view(), scale, &mut ov).unwrap();
+        // Once from the dense input, once from an axis-reversed (strided) copy.
+        let reversed = x.reversed();
+        for (input, layout) in [(x.view(), "dense"), (reversed.view(), "strided")] {
+            let mut out = vec![f32::NAN; expected.data.len()];
+            let mut ov = TensorViewMut::new(&mut out, expected.shape).unwrap();
+            if case["scale"].is_null() {
+                upsample_nearest2d(&input, &mut ov).unwrap();
+            } else {
+                let scale = pair(&case["scale"]);
+                let shape = upsample_nearest2d_output_shape(&x.shape, scale).unwrap();
+                assert_eq!(shape, expected.shape, "{name}: output shape");
+                upsample_nearest2d_scale(&input, scale, &mut ov).unwrap();
+            }
+            assert_eq!(out, expected.data, "{name} ({layout})");
         }
-        assert_eq!(out, expected.data, "{name}");
 
         // Height-1 images are also 1-D sequences: the 1-D op must agree.
         if let [n, c, 1, l] = *x.shape.dims() {
