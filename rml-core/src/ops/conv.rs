@@ -714,5 +714,14 @@ mod tests {
                 op: "conv1d output"
             })
         );
+        let ct1 = ConvTranspose1dParams::default();
+        assert_eq!(
+            conv_transpose1d(&x1v, &k1v, None, &ct1, &mut o1),
+            Err(Error::ShapeMismatch {
+                op: "conv_transpose1d output"
+            })
+        );
+        let mut o1 = TensorViewMut::new(&mut out, s(&[1, 1, 6])).unwrap();
+        assert_eq!(conv_transpose1d(&x1v, &k1v, None, &ct1, &mut o1), Ok(()));
     }
 }

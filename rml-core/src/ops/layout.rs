@@ -535,6 +535,7 @@ mod tests {
             resolve_slice(5, 0, 5, 0),
             Err(Error::InvalidArgument("slice step must not be zero"))
         );
+        assert_eq!(resolve_slice(usize::MAX, 0, 1, 1), Err(Error::Overflow));
     }
 
     #[test]

@@ -337,5 +337,10 @@ mod tests {
         assert!(win.transposed_output_len(5, 2).is_err());
         assert!(win.transposed_output_len(0, 0).is_err());
         assert!(w(1, 1, 1, (1, 0)).transposed_output_len(1, 0).is_err());
+        assert_eq!(
+            w(2, usize::MAX, 1, (0, 0)).transposed_output_len(3, 0),
+            Err(Error::Overflow)
+        );
+        assert!(w(2, 0, 1, (0, 0)).transposed_output_len(3, 0).is_err());
     }
 }
