@@ -17,3 +17,4 @@ pub mod reduce;
 pub mod softmax;
 pub mod unary;
 pub mod upsample;
+pub mod window;
