@@ -7,7 +7,7 @@
 //! once to f32.
 
 use crate::error::{Error, Result};
-use crate::ops::walk::{group_offsets, split_layout, trailing_mask};
+use crate::ops::walk::{paired_groups, trailing_mask};
 use crate::shape::Shape;
 use crate::view::{Layout, TensorView, TensorViewMut};
 
@@ -81,9 +81,26 @@ fn moments(data: &[f32], offsets: impl Iterator<Item = usize> + Clone) -> (f64, 
     (mean, var)
 }
 
-/// `1 / sqrt(var + eps)` in f64.
-fn inv_std(var: f64, eps: f32) -> f64 {
-    1.0 / libm::sqrt(var + f64::from(eps))
+/// `y = (x - mean) / sqrt(var + eps) * weight + bias` for one group, in f64.
+#[derive(Clone, Copy, Debug)]
+struct Normalizer {
+    mean: f64,
+    inv_std: f64,
+}
+
+impl Normalizer {
+    /// From a group's mean and variance (for RMS norm: 0 and the mean square).
+    fn new(mean: f64, var: f64, eps: f32) -> Normalizer {
+        Normalizer {
+            mean,
+            inv_std: 1.0 / libm::sqrt(var + f64::from(eps)),
+        }
+    }
+
+    /// One output value, rounded once to f32.
+    fn apply(&self, x: f32, weight: f64, bias: f64) -> f32 {
+        ((f64::from(x) - self.mean) * self.inv_std * weight + bias) as f32
+    }
 }
 
 /// Layer norm over the last `normalized_axes` axes of `x` into `out` (same shape).
@@ -110,22 +127,17 @@ pub fn layer_norm(
     check_eps(eps)?;
     let rank = x.shape().rank();
     let mask = trailing_mask(normalized_axes, rank)?;
-    affine.check(
-        &Shape::new(&x.shape().dims()[rank - normalized_axes..])?,
-        "layer_norm",
-    )?;
-    let groups_in = split_layout(x.layout(), &mask);
-    let groups_out = split_layout(out.layout(), &mask);
+    let normalized = Shape::new(&x.shape().dims()[rank - normalized_axes..])?;
+    affine.check(&normalized, "layer_norm")?;
     let data = x.data();
+    let lanes = paired_groups(x.layout(), out.layout(), &mask);
     let out_data = out.data_mut();
-    for (base_in, base_out) in groups_in.outer.offsets().zip(groups_out.outer.offsets()) {
-        let group = group_offsets(base_in, &groups_in.inner);
+    for (group, targets) in lanes {
         let (mean, var) = moments(data, group.clone());
-        let scale = inv_std(var, eps);
+        let norm = Normalizer::new(mean, var, eps);
         let params = param_values(affine.weight, 1.0).zip(param_values(affine.bias, 0.0));
-        let targets = group.zip(group_offsets(base_out, &groups_out.inner));
-        for ((i, o), (w, b)) in targets.zip(params) {
-            out_data[o] = ((f64::from(data[i]) - mean) * scale * w + b) as f32;
+        for ((i, o), (w, b)) in group.zip(targets).zip(params) {
+            out_data[o] = norm.apply(data[i], w, b);
         }
     }
     Ok(())
@@ -153,22 +165,19 @@ pub fn rms_norm(
     let affine = Affine { weight, bias: None };
     affine.check(&Shape::new(&x.shape().dims()[rank - 1..])?, "rms_norm")?;
     let mask = trailing_mask(1, rank)?;
-    let rows_in = split_layout(x.layout(), &mask);
-    let rows_out = split_layout(out.layout(), &mask);
     let data = x.data();
+    let lanes = paired_groups(x.layout(), out.layout(), &mask);
     let out_data = out.data_mut();
-    for (base_in, base_out) in rows_in.outer.offsets().zip(rows_out.outer.offsets()) {
-        let row = group_offsets(base_in, &rows_in.inner);
+    for (row, targets) in lanes {
         let count = row.clone().count() as f64;
         let mean_square = row
             .clone()
             .map(|i| f64::from(data[i]) * f64::from(data[i]))
             .sum::<f64>()
             / count;
-        let scale = inv_std(mean_square, eps);
-        let targets = row.zip(group_offsets(base_out, &rows_out.inner));
-        for ((i, o), w) in targets.zip(param_values(weight, 1.0)) {
-            out_data[o] = (f64::from(data[i]) * scale * w) as f32;
+        let norm = Normalizer::new(0.0, mean_square, eps);
+        for ((i, o), w) in row.zip(targets).zip(param_values(weight, 1.0)) {
+            out_data[o] = norm.apply(data[i], w, 0.0);
         }
     }
     Ok(())
@@ -179,6 +188,25 @@ fn channel_block(layout: &Layout, n: usize, channels: core::ops::Range<usize>) -
     layout
         .slice(0, n, n + 1, 1)?
         .slice(1, channels.start, channels.end, 1)
+}
+
+/// Writes channel `c` of sample `n` of `[N, C, …]` input `x`, normalized by `norm`
+/// and scaled by channel `c` of `affine`, into the same place of `out`.
+fn normalize_channel(
+    x: &TensorView<'_, f32>,
+    out: &mut TensorViewMut<'_, f32>,
+    (n, c): (usize, usize),
+    norm: Normalizer,
+    affine: &Affine<'_>,
+) -> Result<()> {
+    let (w, b) = affine.channel(c)?;
+    let source = channel_block(x.layout(), n, c..c + 1)?.offsets();
+    let target = channel_block(out.layout(), n, c..c + 1)?.offsets();
+    let (data, out_data) = (x.data(), out.data_mut());
+    for (i, o) in source.zip(target) {
+        out_data[o] = norm.apply(data[i], w, b);
+    }
+    Ok(())
 }
 
 /// Checks the common `[N, C, …]` input of group and batch norm; returns `(N, C)`.
@@ -220,21 +248,13 @@ pub fn group_norm(
     }
     affine.check(&Shape::new(&[channels])?, "group_norm")?;
     let per_group = channels / num_groups;
-    let data = x.data();
-    let out_layout = *out.layout();
-    let out_data = out.data_mut();
     for n in 0..batch {
         for g in 0..num_groups {
-            let group = channel_block(x.layout(), n, g * per_group..(g + 1) * per_group)?;
-            let (mean, var) = moments(data, group.offsets());
-            let scale = inv_std(var, eps);
-            for c in g * per_group..(g + 1) * per_group {
-                let (w, b) = affine.channel(c)?;
-                let source = channel_block(x.layout(), n, c..c + 1)?.offsets();
-                let target = channel_block(&out_layout, n, c..c + 1)?.offsets();
-                for (i, o) in source.zip(target) {
-                    out_data[o] = ((f64::from(data[i]) - mean) * scale * w + b) as f32;
-                }
+            let members = g * per_group..(g + 1) * per_group;
+            let group = channel_block(x.layout(), n, members.clone())?;
+            let (mean, var) = moments(x.data(), group.offsets());
+            for c in members {
+                normalize_channel(x, out, (n, c), Normalizer::new(mean, var, eps), &affine)?;
             }
         }
     }
@@ -256,6 +276,7 @@ pub fn batch_norm(
     out: &mut TensorViewMut<'_, f32>,
 ) -> Result<()> {
     let (batch, channels) = check_channels_first(x, out, eps, "batch_norm")?;
+    // The statistics are per-channel parameters too: reuse the affine checks.
     let stats = Affine {
         weight: Some(*running_mean),
         bias: Some(*running_var),
@@ -263,19 +284,10 @@ pub fn batch_norm(
     let channel_shape = Shape::new(&[channels])?;
     stats.check(&channel_shape, "batch_norm")?;
     affine.check(&channel_shape, "batch_norm")?;
-    let data = x.data();
-    let out_layout = *out.layout();
-    let out_data = out.data_mut();
     for n in 0..batch {
         for c in 0..channels {
             let (mean, var) = stats.channel(c)?;
-            let (w, b) = affine.channel(c)?;
-            let scale = inv_std(var, eps);
-            let source = channel_block(x.layout(), n, c..c + 1)?.offsets();
-            let target = channel_block(&out_layout, n, c..c + 1)?.offsets();
-            for (i, o) in source.zip(target) {
-                out_data[o] = ((f64::from(data[i]) - mean) * scale * w + b) as f32;
-            }
+            normalize_channel(x, out, (n, c), Normalizer::new(mean, var, eps), &affine)?;
         }
     }
     Ok(())

@@ -12,8 +12,8 @@
 //! NumPy. With `keepdims` the reduced axes stay as size 1.
 
 use crate::error::{Error, Result};
-use crate::ops::walk::{Split, axis_mask, group_offsets, split_layout};
-use crate::shape::{MAX_RANK, Shape, normalize_axis};
+use crate::ops::walk::{Split, axis_mask, group_offsets, paired_groups, split_layout};
+use crate::shape::{MAX_RANK, Shape};
 use crate::view::{TensorView, TensorViewMut};
 
 /// A reduction to one f32 per group.
@@ -204,16 +204,13 @@ pub fn cumsum(
     if x.shape() != out.shape() {
         return Err(Error::ShapeMismatch { op: "cumsum" });
     }
-    let mut mask = [false; MAX_RANK];
-    mask[normalize_axis(axis, x.shape().rank())?] = true;
-    let lanes_in = split_layout(x.layout(), &mask);
-    let lanes_out = split_layout(out.layout(), &mask);
+    let mask = axis_mask(&[axis], x.shape().rank())?;
     let data = x.data();
+    let lanes = paired_groups(x.layout(), out.layout(), &mask);
     let out_data = out.data_mut();
-    for (base_in, base_out) in lanes_in.outer.offsets().zip(lanes_out.outer.offsets()) {
+    for (lane_in, lane_out) in lanes {
         let mut running = 0.0f64;
-        let lane_in = group_offsets(base_in, &lanes_in.inner);
-        for (i, o) in lane_in.zip(group_offsets(base_out, &lanes_out.inner)) {
+        for (i, o) in lane_in.zip(lane_out) {
             running += f64::from(data[i]);
             out_data[o] = running as f32;
         }

@@ -5,8 +5,7 @@
 //! f32 once. A lane whose maximum is ±inf or NaN yields NaN, as in NumPy/PyTorch.
 
 use crate::error::{Error, Result};
-use crate::ops::walk::{group_offsets, split_layout};
-use crate::shape::{MAX_RANK, normalize_axis};
+use crate::ops::walk::{axis_mask, paired_groups};
 use crate::view::{TensorView, TensorViewMut};
 
 /// Which of the two functions to compute.
@@ -31,18 +30,16 @@ pub fn softmax_along(
     if x.shape() != out.shape() {
         return Err(Error::ShapeMismatch { op: "softmax" });
     }
-    let mut mask = [false; MAX_RANK];
-    mask[normalize_axis(axis, x.shape().rank())?] = true;
-    let lanes_in = split_layout(x.layout(), &mask);
-    let lanes_out = split_layout(out.layout(), &mask);
+    let mask = axis_mask(&[axis], x.shape().rank())?;
     let data = x.data();
+    let lanes = paired_groups(x.layout(), out.layout(), &mask);
     let out_data = out.data_mut();
-    for (base_in, base_out) in lanes_in.outer.offsets().zip(lanes_out.outer.offsets()) {
-        let lane = group_offsets(base_in, &lanes_in.inner).map(|i| f64::from(data[i]));
+    for (lane_in, lane_out) in lanes {
+        let lane = lane_in.map(|i| f64::from(data[i]));
         let max = lane.clone().fold(f64::NEG_INFINITY, f64::max);
         let sum: f64 = lane.clone().map(|v| libm::exp(v - max)).sum();
         let log_sum = libm::log(sum);
-        for (v, o) in lane.zip(group_offsets(base_out, &lanes_out.inner)) {
+        for (v, o) in lane.zip(lane_out) {
             out_data[o] = match kind {
                 SoftmaxKind::Softmax => libm::exp(v - max) / sum,
                 SoftmaxKind::LogSoftmax => (v - max) - log_sum,

@@ -10,7 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::shape::{MAX_RANK, Shape, broadcast_shapes, normalize_axis};
-use crate::view::{Layout, TensorView, TensorViewMut};
+use crate::view::{Layout, Offsets, TensorView, TensorViewMut};
 
 /// Writes `f(a)` for every element of `a` into `out`; the shapes must be equal
 /// (no broadcasting), otherwise [`Error::ShapeMismatch`] naming `op`.
@@ -152,10 +152,43 @@ pub fn split_layout(layout: &Layout, mask: &AxisMask) -> Split {
     }
 }
 
-/// The slice offsets of one group: `base` (an offset from [`Split::outer`]) plus
-/// each offset of `inner`, in row-major order.
-pub fn group_offsets(base: usize, inner: &Layout) -> impl Iterator<Item = usize> + Clone {
-    inner.offsets().map(move |i| base + i)
+/// The slice offsets of one group: a base offset (from [`Split::outer`]) plus each
+/// offset of the split's inner layout, in row-major order.
+#[derive(Clone, Debug)]
+pub struct Group {
+    base: usize,
+    inner: Offsets,
+}
+
+impl Iterator for Group {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        self.inner.next().map(|i| self.base + i)
+    }
+}
+
+/// The group at `base` of a split whose inner layout is `inner`.
+pub fn group_offsets(base: usize, inner: &Layout) -> Group {
+    Group {
+        base,
+        inner: inner.offsets(),
+    }
+}
+
+/// Walks an input and an output of the same shape group by group: each item holds
+/// the input's and the output's offsets of one group, in matching order. This is the
+/// loop of every op that maps a lane to a lane (softmax, cumsum, the norms). The
+/// iterator copies the layouts, so the output's data may be borrowed mutably while
+/// it runs.
+pub fn paired_groups(
+    input: &Layout,
+    output: &Layout,
+    mask: &AxisMask,
+) -> impl Iterator<Item = (Group, Group)> + use<> {
+    let (from, to) = (split_layout(input, mask), split_layout(output, mask));
+    let outer = from.outer.offsets().zip(to.outer.offsets());
+    outer.map(move |(a, b)| (group_offsets(a, &from.inner), group_offsets(b, &to.inner)))
 }
 
 /// A shape from at most [`MAX_RANK`] dims (the callers here never exceed it).
