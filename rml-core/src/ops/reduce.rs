@@ -146,6 +146,16 @@ pub enum ArgOp {
     Min,
 }
 
+impl ArgOp {
+    /// True when `v` is strictly more extreme than `best` (ties keep the first).
+    fn beats(self, v: f32, best: f32) -> bool {
+        match self {
+            ArgOp::Max => v > best,
+            ArgOp::Min => v < best,
+        }
+    }
+}
+
 /// Writes the index of the first largest (or smallest) value of each group into
 /// the i64 tensor `out`, whose shape must be [`reduce_shape`]`(x, axes, keepdims)`.
 ///
@@ -168,18 +178,20 @@ pub fn arg_reduce(
     let outputs = out.layout().offsets();
     let out_data = out.data_mut();
     for (base, o) in split.outer.offsets().zip(outputs) {
-        let mut best = (0usize, f32::NAN);
+        let mut best: Option<(usize, f32)> = None;
         for (index, at) in group_offsets(base, &split.inner).enumerate() {
             let v = data[at];
-            let replaces = match op {
-                ArgOp::Max => v > best.1,
-                ArgOp::Min => v < best.1,
+            let take = match best {
+                None => true,
+                // The first NaN wins for good.
+                Some((_, b)) if b.is_nan() => false,
+                Some((_, b)) => v.is_nan() || op.beats(v, b),
             };
-            if index == 0 || (!best.1.is_nan() && (v.is_nan() || replaces)) {
-                best = (index, v);
+            if take {
+                best = Some((index, v));
             }
         }
-        out_data[o] = best.0 as i64;
+        out_data[o] = best.map_or(0, |(index, _)| index as i64);
     }
     Ok(())
 }
@@ -192,6 +204,16 @@ pub fn argmax(
     out: &mut TensorViewMut<'_, i64>,
 ) -> Result<()> {
     arg_reduce(ArgOp::Max, x, axes, keepdims, out)
+}
+
+/// `numpy.argmin`: [`arg_reduce`] with [`ArgOp::Min`].
+pub fn argmin(
+    x: &TensorView<'_, f32>,
+    axes: &[isize],
+    keepdims: bool,
+    out: &mut TensorViewMut<'_, i64>,
+) -> Result<()> {
+    arg_reduce(ArgOp::Min, x, axes, keepdims, out)
 }
 
 /// Running sum along `axis` into `out` (same shape as `x`): element `i` of each lane

@@ -2,7 +2,8 @@
 //! subtracts each lane's maximum before exponentiating (so `exp` never overflows).
 //!
 //! The lane's sum of exponentials accumulates in f64 and each output is rounded to
-//! f32 once. A lane whose maximum is ±inf or NaN yields NaN, as in NumPy/PyTorch.
+//! f32 once. A lane holding a NaN or `+inf`, or only `-inf`, becomes all NaN, as the
+//! same formula does in NumPy and PyTorch.
 
 use crate::error::{Error, Result};
 use crate::ops::walk::{axis_mask, paired_groups};
