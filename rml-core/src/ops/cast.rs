@@ -122,6 +122,8 @@ fn scalar_as_f64(value: Scalar) -> f64 {
 /// above a halfway point would be taken for the tie and rounded to even. Setting
 /// bit 32 whenever any lower bit is set keeps "above the tie" visible; bit 32 is
 /// always below the rounding position of both half types, so nothing else changes.
+/// The folded value has at most 21 significant bits, so it is also exact as an f32:
+/// `half`'s F16C path, which converts through f32, then rounds only once as well.
 fn fold_sticky_bits(x: f64) -> f64 {
     let bits = x.to_bits();
     if bits & 0xFFFF_FFFF != 0 {

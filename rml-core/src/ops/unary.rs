@@ -123,7 +123,8 @@ mod tests {
     use crate::{Error, Shape};
 
     #[test]
-    fn shape_mismatch_and_short_buffers_are_errors() {
+    fn output_of_another_shape_is_an_error() {
+        // Same element count, different shape: still a mismatch (no implicit reshape).
         let x = [1.0f32; 6];
         let mut o = [0.0f32; 6];
         let xv = TensorView::new(&x, Shape::new(&[2, 3]).unwrap()).unwrap();
@@ -132,11 +133,7 @@ mod tests {
             unary(UnaryOp::Exp, &xv, &mut ov),
             Err(Error::ShapeMismatch { op: "unary" })
         );
-        let mut short = [0.0f32; 5];
-        assert_eq!(
-            TensorViewMut::new(&mut short, Shape::new(&[2, 3]).unwrap()).unwrap_err(),
-            Error::BufferTooSmall { needed: 6, got: 5 }
-        );
+        assert_eq!(o, [0.0; 6], "nothing written on error");
     }
 
     #[test]
