@@ -87,6 +87,7 @@ pub type AxisMask = [bool; MAX_RANK];
 /// into a mask. An axis out of range is [`Error::AxisOutOfRange`]; the same axis
 /// twice is [`Error::InvalidArgument`].
 pub fn axis_mask(axes: &[isize], rank: usize) -> Result<AxisMask> {
+    check_rank(rank)?;
     let mut mask = [false; MAX_RANK];
     for &axis in axes {
         let resolved = normalize_axis(axis, rank)?;
@@ -98,9 +99,21 @@ pub fn axis_mask(axes: &[isize], rank: usize) -> Result<AxisMask> {
     Ok(mask)
 }
 
+/// Masks have room for [`MAX_RANK`] axes.
+fn check_rank(rank: usize) -> Result<()> {
+    if rank > MAX_RANK {
+        return Err(Error::RankTooHigh {
+            rank,
+            max: MAX_RANK,
+        });
+    }
+    Ok(())
+}
+
 /// A mask selecting the last `count` axes of a tensor of rank `rank`
 /// ([`Error::InvalidArgument`] when `count > rank`).
 pub fn trailing_mask(count: usize, rank: usize) -> Result<AxisMask> {
+    check_rank(rank)?;
     if count > rank {
         return Err(Error::InvalidArgument("more trailing axes than the rank"));
     }
@@ -239,6 +252,9 @@ mod tests {
             Err(Error::InvalidArgument(_))
         ));
         assert_eq!(trailing_mask(2, 3).unwrap()[..3], [false, true, true]);
+        let too_high = Err(Error::RankTooHigh { rank: 9, max: 8 });
+        assert_eq!(axis_mask(&[0], 9), too_high);
+        assert_eq!(trailing_mask(1, 9), too_high);
     }
 
     #[test]
