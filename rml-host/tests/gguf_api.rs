@@ -142,6 +142,20 @@ fn writer_rejects_what_ggml_would() {
     assert!(w.set_version(1).is_err());
 }
 
+#[test]
+fn huge_alignment_pads_by_streaming() {
+    let data = [0u8; 4];
+    let mut w = GgufWriter::new();
+    w.set_alignment(1 << 20).unwrap();
+    w.add_tensor("t", GgmlType::F32, &[1], &data).unwrap();
+    let written = w.write_to(std::io::sink()).unwrap();
+    assert_eq!(written, 2 << 20);
+    let bytes = w.to_bytes().unwrap();
+    let g = Gguf::parse(&bytes[..]).unwrap();
+    assert_eq!(g.data_offset(), 1 << 20);
+    assert_eq!(g.tensor("t").unwrap().data, data);
+}
+
 fn part(no: u16, count: u16, total: i32, names: &[&str], data: &[u8]) -> Vec<u8> {
     let mut w = GgufWriter::new();
     if no == 0 {
@@ -227,4 +241,29 @@ fn split_sets_are_checked() {
     // A lone file claiming to be part of a set.
     assert!(set(&[part(0, 2, 2, &["a"], &one)]).is_err());
     assert!(set(&[]).is_err());
+}
+
+#[test]
+fn split_names_parse_strictly() {
+    use rml_host::formats::gguf::parse_split_name;
+    let p = |s: &str| parse_split_name(std::path::Path::new(s));
+    assert_eq!(
+        p("dir/model-00002-of-00003.gguf"),
+        Some((PathBuf::from("dir/model"), 2, 3))
+    );
+    for bad in [
+        "model.gguf",
+        "model-00000-of-00003.gguf",
+        "model-00004-of-00003.gguf",
+        "-00001-of-00002.gguf",
+        "model-0001-of-00002.gguf",
+        "model-00001-of-00002.bin",
+        "modèle_00001-of-00002.gguf",
+    ] {
+        assert_eq!(p(bad), None, "{bad}");
+    }
+    assert_eq!(
+        split_path(std::path::Path::new("dir/model"), 7, 12),
+        PathBuf::from("dir/model-00007-of-00012.gguf")
+    );
 }

@@ -117,6 +117,8 @@ struct KvEntry {
     ty: ValueType,
     /// Position of the encoded value (after its type id).
     at: usize,
+    /// Position just past the encoded value.
+    end: usize,
 }
 
 /// A parsed, validated GGUF file over storage `B`.
@@ -211,7 +213,21 @@ impl<B: AsRef<[u8]>> Gguf<B> {
     }
 
     fn decode(&self, e: &KvEntry) -> Option<Value<'_>> {
-        let mut c = Cursor::new(self.bytes.as_ref(), e.at);
+        let bytes = self.bytes.as_ref();
+        let mut c = Cursor::new(bytes, e.at);
+        if e.ty == ValueType::Array {
+            // The array was validated and measured at parse time: build the view from
+            // its recorded extent instead of walking every element again.
+            let element_type = ValueType::from_id(c.u32(String::new).ok()?)?;
+            let len = c.u64(String::new).ok()?;
+            let raw = bytes.get(c.pos()..e.end)?;
+            return Some(Value::Array(ArrayValue::from_validated(
+                element_type,
+                len,
+                raw,
+                1,
+            )));
+        }
         read_value(&mut c, e.ty, &String::new, 0).ok()
     }
 
@@ -481,6 +497,7 @@ fn parse_tables(bytes: &[u8], options: ReadOptions) -> Result<Parsed> {
             key: key.to_string(),
             ty,
             at,
+            end: c.pos(),
         });
     }
 

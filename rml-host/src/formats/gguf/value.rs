@@ -272,6 +272,22 @@ pub struct ArrayValue<'a> {
 }
 
 impl<'a> ArrayValue<'a> {
+    /// An array over already-validated element bytes; `depth` is the nesting depth of
+    /// its elements.
+    pub(crate) fn from_validated(
+        element_type: ValueType,
+        len: u64,
+        raw: &'a [u8],
+        depth: usize,
+    ) -> Self {
+        ArrayValue {
+            element_type,
+            len,
+            raw,
+            depth,
+        }
+    }
+
     /// The element type.
     pub fn element_type(&self) -> ValueType {
         self.element_type

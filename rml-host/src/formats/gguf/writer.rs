@@ -185,14 +185,11 @@ impl<'a> GgufWriter<'a> {
         let head = self.encode_head()?;
         out.write_all(&head).map_err(GgufError::Write)?;
         let mut written = head.len() as u64;
-        let zeros = vec![0u8; self.alignment as usize];
+        written += write_zeros(&mut out, padding(written, self.alignment))?;
         for t in &self.tensors {
             out.write_all(t.data).map_err(GgufError::Write)?;
             let len = t.data.len() as u64;
-            let pad = padding(len, self.alignment);
-            out.write_all(&zeros[..pad as usize])
-                .map_err(GgufError::Write)?;
-            written += len + pad;
+            written += len + write_zeros(&mut out, padding(len, self.alignment))?;
         }
         out.flush().map_err(GgufError::Write)?;
         Ok(written)
@@ -215,7 +212,7 @@ impl<'a> GgufWriter<'a> {
         self.write_to(std::io::BufWriter::new(file))
     }
 
-    /// Header, metadata, tensor infos and the padding up to the data section.
+    /// Header, metadata and tensor infos (without the padding before the data).
     fn encode_head(&self) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         out.extend_from_slice(&MAGIC);
@@ -249,10 +246,21 @@ impl<'a> GgufWriter<'a> {
             out.extend_from_slice(&offset.to_le_bytes());
             offset += t.data.len() as u64 + padding(t.data.len() as u64, self.alignment);
         }
-        let pad = padding(out.len() as u64, self.alignment);
-        out.resize(out.len() + pad as usize, 0);
         Ok(out)
     }
+}
+
+/// Writes `n` zero bytes from a small fixed buffer (alignments can be up to 2^31);
+/// returns `n`.
+fn write_zeros<W: Write>(out: &mut W, n: u64) -> Result<u64> {
+    const ZEROS: [u8; 4096] = [0; 4096];
+    let mut left = n;
+    while left > 0 {
+        let chunk = left.min(ZEROS.len() as u64) as usize;
+        out.write_all(&ZEROS[..chunk]).map_err(GgufError::Write)?;
+        left -= chunk as u64;
+    }
+    Ok(n)
 }
 
 /// Zero bytes needed after `len` to reach a multiple of `align`.
