@@ -143,6 +143,19 @@ impl Dim {
         }
     }
 
+    /// The symbols of this dim without its coefficient (`N*S` for `6*N*S`; 1 for a
+    /// fixed size; unknown stays unknown).
+    pub fn symbolic_part(&self) -> Dim {
+        match self {
+            Dim::Sym(m) => Dim::Sym(Monomial {
+                coeff: 1,
+                factors: m.factors.clone(),
+            }),
+            Dim::Fixed(_) => Dim::Fixed(1),
+            Dim::Unknown => Dim::Unknown,
+        }
+    }
+
     /// The sum of two dims when it is again a dim (fixed sizes, or alike monomials
     /// such as `N + 2*N`), else [`Dim::Unknown`].
     pub fn add(&self, other: &Dim) -> Dim {

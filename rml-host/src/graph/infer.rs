@@ -627,10 +627,15 @@ fn reshape(x: Arg<'_>, spec: &[ShapeEntry], symbol: &dyn Fn(&str) -> Option<Dim>
                 show(&out)
             ));
         }
-        out[i] = match (total.div_exact(&known), total.fixed(), known.fixed()) {
-            (Some(d), _, _) => d,
-            (None, Some(_), Some(_)) => return Err(show(&out)),
-            _ => Dim::Unknown,
+        // When the symbols divide but the coefficients do not, no binding helps.
+        let symbols_divide = total
+            .symbolic_part()
+            .div_exact(&known.symbolic_part())
+            .is_some();
+        out[i] = match total.div_exact(&known) {
+            Some(d) => d,
+            None if symbols_divide => return Err(show(&out)),
+            None => Dim::Unknown,
         };
     } else if let (Some(a), Some(b)) = (total.fixed(), Dim::product(&out).fixed())
         && a != b

@@ -308,3 +308,33 @@ fn elementwise(name: &str, a: &mut Attrs<'_>) -> Result<Option<Op>, GraphError> 
         _ => None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_op_name_parses_and_no_other() {
+        for name in super::super::op::OP_NAMES {
+            let node = NodeRef {
+                index: 0,
+                op: name.to_string(),
+                name: None,
+            };
+            let result = parse_op(&node, &Map::new());
+            assert!(
+                !matches!(result, Err(GraphError::UnknownOp { .. })),
+                "{name} is listed but not parsed"
+            );
+        }
+        let node = NodeRef {
+            index: 0,
+            op: "softmax2".to_string(),
+            name: None,
+        };
+        assert!(matches!(
+            parse_op(&node, &Map::new()),
+            Err(GraphError::UnknownOp { .. })
+        ));
+    }
+}
