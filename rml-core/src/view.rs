@@ -714,4 +714,13 @@ mod tests {
             .unwrap();
         assert!(TensorViewMut::with_layout(&mut data, layout).is_err());
     }
+
+    #[test]
+    fn zero_size_mutable_views_are_allowed() {
+        // The dense strides of [2, 0] are [0, 1]: stride 0 on a size-2 axis, but
+        // there is nothing to alias.
+        let mut empty: [f32; 0] = [];
+        let v = TensorViewMut::new(&mut empty, s(&[2, 0])).unwrap();
+        assert_eq!(v.layout().offsets().count(), 0);
+    }
 }
