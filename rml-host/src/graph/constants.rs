@@ -1,10 +1,13 @@
-//! [`ConstantSource`]: what the loader asks of a weights file. The safetensors
-//! reader implements it; [`MemoryConstants`] does for tests and for graphs built in
+//! [`ConstantSource`]: what the loader asks of a weights file, and
+//! [`ConstantValues`]: what the reference interpreter reads. The safetensors reader
+//! implements them; [`MemoryConstants`] does for tests and for graphs built in
 //! memory.
 
 use std::collections::BTreeMap;
 
 use rml_core::DType;
+
+use super::buffer::Buffer;
 
 /// Describes the tensors a graph's constants name.
 pub trait ConstantSource {
@@ -12,7 +15,13 @@ pub trait ConstantSource {
     fn describe(&self, name: &str) -> Option<(DType, Vec<usize>)>;
 }
 
-/// Constants held in memory as f32 data or as bare descriptions.
+/// Gives the interpreter a constant's elements.
+pub trait ConstantValues {
+    /// The elements of the tensor called `name` (row-major), or `None`.
+    fn values(&self, name: &str) -> Option<&Buffer>;
+}
+
+/// Constants held in memory, with their elements or as bare descriptions.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MemoryConstants {
     tensors: BTreeMap<String, MemoryTensor>,
@@ -25,9 +34,8 @@ pub struct MemoryTensor {
     pub dtype: DType,
     /// Shape.
     pub shape: Vec<usize>,
-    /// The elements as f32 (integer constants are stored exactly as f32 when they
-    /// fit), or empty for a description without data.
-    pub data: Vec<f32>,
+    /// The elements, or `None` for a description without data.
+    pub data: Option<Buffer>,
 }
 
 impl MemoryConstants {
@@ -38,16 +46,21 @@ impl MemoryConstants {
 
     /// Adds (or replaces) a described constant without data.
     pub fn describe_tensor(&mut self, name: &str, dtype: DType, shape: &[usize]) -> &mut Self {
-        self.insert(name, dtype, shape, Vec::new())
+        self.put(name, dtype, shape, None)
     }
 
-    /// Adds (or replaces) a constant with its elements.
-    pub fn insert(
+    /// Adds (or replaces) a constant with its elements (which give its dtype).
+    pub fn insert(&mut self, name: &str, shape: &[usize], data: Buffer) -> &mut Self {
+        self.put(name, data.dtype(), shape, Some(data))
+    }
+
+    /// Stores one constant.
+    fn put(
         &mut self,
         name: &str,
         dtype: DType,
         shape: &[usize],
-        data: Vec<f32>,
+        data: Option<Buffer>,
     ) -> &mut Self {
         let tensor = MemoryTensor {
             dtype,
@@ -67,5 +80,11 @@ impl MemoryConstants {
 impl ConstantSource for MemoryConstants {
     fn describe(&self, name: &str) -> Option<(DType, Vec<usize>)> {
         self.tensors.get(name).map(|t| (t.dtype, t.shape.clone()))
+    }
+}
+
+impl ConstantValues for MemoryConstants {
+    fn values(&self, name: &str) -> Option<&Buffer> {
+        self.tensors.get(name).and_then(|t| t.data.as_ref())
     }
 }

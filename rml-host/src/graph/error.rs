@@ -206,6 +206,14 @@ pub enum GraphError {
         /// A note when the mismatch is a symbol bound twice.
         note: Option<String>,
     },
+    /// Running the graph failed: a value of the wrong dtype or length, a dtype the
+    /// interpreter does not hold, missing constant data, or an op error.
+    Run {
+        /// Where.
+        site: Site,
+        /// What is wrong.
+        message: String,
+    },
     /// With concrete input shapes, a node's shapes are invalid.
     BindNode {
         /// The node.
@@ -328,6 +336,7 @@ impl fmt::Display for GraphError {
                 Ok(())
             }
             GraphError::BindNode { node, message } => write!(f, "{node}: {message}"),
+            GraphError::Run { site, message } => write!(f, "{site}: {message}"),
         }
     }
 }

@@ -12,7 +12,9 @@
 //! - [`constants`] — [`ConstantSource`], what the loader asks of a weights file;
 //! - `infer` — per-op dtype and shape rules (shared by load and bind);
 //! - [`load`] — [`load_graph`] reads and checks a document;
-//! - [`bind`] — [`Graph::bind`] gives [`BoundShapes`].
+//! - [`bind`] — [`Graph::bind`] gives [`BoundShapes`];
+//! - [`buffer`] — [`Buffer`] and [`DenseTensor`], the interpreter's plain data;
+//! - [`interp`] — [`run`], the reference interpreter on rml-core's ops.
 #![forbid(unsafe_code)]
 
 pub mod error;
@@ -25,6 +27,7 @@ mod parse_op;
 
 pub mod ir;
 
+pub mod buffer;
 pub mod constants;
 
 mod infer;
@@ -33,10 +36,14 @@ pub mod load;
 
 pub mod bind;
 
+pub mod interp;
+
 pub use bind::BoundShapes;
-pub use constants::{ConstantSource, MemoryConstants, MemoryTensor};
+pub use buffer::{Buffer, DenseTensor};
+pub use constants::{ConstantSource, ConstantValues, MemoryConstants, MemoryTensor};
 pub use dim::{Bindings, Dim};
 pub use error::{GraphError, NodeRef, Site};
+pub use interp::run;
 pub use ir::{Graph, Node, TensorType, Value, ValueId, ValueSource};
 pub use load::load_graph;
 pub use op::{OP_NAMES, Op};
