@@ -141,3 +141,13 @@ fn run_rejects_wrong_input_data() {
         "{e}"
     );
 }
+
+#[test]
+fn window_ops_and_float_masks_match_numpy() {
+    check("windows");
+}
+
+#[test]
+fn elementwise_reduction_and_layout_ops_match_numpy() {
+    check("elementwise");
+}
