@@ -345,3 +345,17 @@ fn binding_finds_what_symbolic_inference_deferred() {
     );
     assert!(e.to_string().contains("differ on axis 2"), "{e}");
 }
+
+#[test]
+fn declared_output_dims_refine_unknown_ones_and_are_checked_at_bind() {
+    // The padded height is 2*H + 2, unknown at load; declaring it as H is accepted
+    // (it might hold) and caught once H is known.
+    let mut doc = fixture("unet.json");
+    doc["outputs"][1]["shape"] = json!(["N", 4, "H", "2*W"]);
+    let g = load(&doc).unwrap();
+    let e = g.bind(&[&[1, 4, 16, 12]]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "node 6 (pad): output \"x2p\": expected [N, 4, H, 2*W] = [1, 4, 16, 24], got [1, 4, 34, 24]"
+    );
+}
