@@ -282,7 +282,7 @@ fn missing_or_misshaped_constants_are_rejected() {
 #[test]
 fn arity_errors_give_the_accepted_counts() {
     let e = error_of("mlp.json", |d| node(d, 1)["inputs"] = json!(["h", "h"]));
-    assert_eq!(e.to_string(), "node 1 (relu): expected 1 inputs, found 2");
+    assert_eq!(e.to_string(), "node 1 (relu): expected 1 input, found 2");
     let e = error_of("mlp.json", |d| node(d, 0)["inputs"] = json!(["x"]));
     assert_eq!(
         e.to_string(),

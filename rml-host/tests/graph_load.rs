@@ -134,3 +134,15 @@ fn every_fixture_binds_with_batch_three() {
         }
     }
 }
+
+#[test]
+fn every_op_is_specified_in_the_format_doc() {
+    let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/graph-ir.md");
+    let doc = std::fs::read_to_string(doc_path).unwrap();
+    for op in rml_host::graph::OP_NAMES {
+        assert!(
+            doc.contains(&format!("`{op}`")),
+            "docs/graph-ir.md does not specify {op}"
+        );
+    }
+}

@@ -271,7 +271,14 @@ impl fmt::Display for GraphError {
                 what,
                 expected,
                 found,
-            } => write!(f, "{node}: expected {expected} {what}, found {found}"),
+            } => {
+                let what = if expected == "1" {
+                    what.trim_end_matches('s')
+                } else {
+                    what
+                };
+                write!(f, "{node}: expected {expected} {what}, found {found}")
+            }
             GraphError::BadName { site, name } => {
                 write!(f, "{site}: {name:?} is not a valid value name")
             }
