@@ -8,3 +8,4 @@
 //! It depends on `rml-core` and `rml-kernels` only; `rml-llm` and `rml-capi` build on it.
 
 pub mod formats;
+pub mod graph;

@@ -1,0 +1,55 @@
+//! The graph stack's front end: the rml-graph IR, its loader with validation, and
+//! shape inference with symbolic dims bound at run time.
+//!
+//! `docs/graph-ir.md` specifies the format and every op. The modules, in dependency
+//! order:
+//!
+//! - [`error`] — [`GraphError`] and the [`Site`] each error names;
+//! - [`dim`] — [`Dim`], a fixed size, a product of symbols, or unknown until bound;
+//! - [`op`] — [`Op`], the op set with typed attributes;
+//! - `attrs`, `parse_op` — JSON attributes → [`Op`], with defaults and range checks;
+//! - [`ir`] — [`Graph`], [`Node`], [`Value`];
+//! - [`constants`] — [`ConstantSource`], what the loader asks of a weights file;
+//! - `infer` — per-op dtype and shape rules (shared by load and bind);
+//! - [`load`] — [`load_graph`] reads and checks a document;
+//! - [`bind`] — [`Graph::bind`] gives [`BoundShapes`];
+//! - [`buffer`] — [`Buffer`] and [`DenseTensor`], the interpreter's plain data;
+//! - [`interp`] — [`run`], the reference interpreter on rml-core's ops.
+#![forbid(unsafe_code)]
+
+pub mod error;
+
+pub mod dim;
+pub mod op;
+
+mod attrs;
+mod parse_op;
+
+pub mod ir;
+
+pub mod buffer;
+pub mod constants;
+
+mod infer;
+
+pub mod load;
+
+pub mod bind;
+
+pub mod interp;
+
+pub use bind::BoundShapes;
+pub use buffer::{Buffer, DenseTensor};
+pub use constants::{ConstantSource, ConstantValues, MemoryConstants, MemoryTensor};
+pub use dim::{Bindings, Dim};
+pub use error::{GraphError, NodeRef, Site};
+pub use interp::run;
+pub use ir::{Graph, Node, TensorType, Value, ValueId, ValueSource};
+pub use load::load_graph;
+pub use op::{OP_NAMES, Op};
+
+/// The `format` every rml-graph document declares.
+pub const FORMAT_NAME: &str = "rml-graph";
+
+/// The format versions this loader reads.
+pub const SUPPORTED_VERSIONS: &[u64] = &[1];
