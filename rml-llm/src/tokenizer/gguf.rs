@@ -1,0 +1,239 @@
+//! Tokenizers from GGUF vocabularies (`tokenizer.ggml.*` metadata).
+//!
+//! A GGUF reader fills a [`GgufVocab`]; [`GgufVocab::build`] turns it into a
+//! [`Tokenizer`] that follows llama.cpp's rules:
+//!
+//! - `tokenizer.ggml.model = "llama"` (SentencePiece): score-driven merges ([`Spm`]),
+//!   spaces as `▁`, a `▁` prefix at the start of the text and after every special token
+//!   when `add_space_prefix` (default true), `<0xNN>` byte fallback, BOS by default;
+//! - `tokenizer.ggml.model = "gpt2"` (byte-level BPE): ranked merges, the Split regex
+//!   chosen by `tokenizer.ggml.pre`; for the Llama 3 family (`llama3`, `llama-v3`,
+//!   `llama-bpe`, `falcon3`, `pixtral`) `ignore_merges` and BOS are forced on, as
+//!   llama.cpp does. An unknown `pre` is an error rather than a silent default.
+//!
+//! Control (3) and user-defined (4) tokens become added tokens matched before the model;
+//! control tokens are special.
+
+use super::decoder::{Decoder, PostProcessor};
+use super::model::{Bpe, BpeOptions, Model, Spm, Vocab};
+use super::normalizer::Normalizer;
+use super::pattern::{GPT2_PATTERN, LLAMA3_PATTERN, Pattern, QWEN2_PATTERN};
+use super::pretokenizer::{PreTokenizer, SplitBehavior};
+use super::util::{Result, tok_err};
+use super::{AddedToken, Tokenizer};
+
+/// GGUF token type: normal.
+pub const TOKEN_NORMAL: i32 = 1;
+/// GGUF token type: unknown.
+pub const TOKEN_UNKNOWN: i32 = 2;
+/// GGUF token type: control (BOS, EOS, chat markers).
+pub const TOKEN_CONTROL: i32 = 3;
+/// GGUF token type: user-defined (added, matched in text).
+pub const TOKEN_USER_DEFINED: i32 = 4;
+/// GGUF token type: unused.
+pub const TOKEN_UNUSED: i32 = 5;
+/// GGUF token type: byte (`<0xNN>`).
+pub const TOKEN_BYTE: i32 = 6;
+
+/// The tokenizer metadata of a GGUF file, as a reader extracts it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GgufVocab {
+    /// `tokenizer.ggml.model`: `llama` or `gpt2`.
+    pub model: String,
+    /// `tokenizer.ggml.pre`.
+    pub pre: Option<String>,
+    /// `tokenizer.ggml.tokens`.
+    pub tokens: Vec<String>,
+    /// `tokenizer.ggml.scores`.
+    pub scores: Option<Vec<f32>>,
+    /// `tokenizer.ggml.token_type`.
+    pub token_types: Option<Vec<i32>>,
+    /// `tokenizer.ggml.merges` ("left right", rank order).
+    pub merges: Option<Vec<String>>,
+    /// `tokenizer.ggml.bos_token_id`.
+    pub bos_token_id: Option<u32>,
+    /// `tokenizer.ggml.eos_token_id`.
+    pub eos_token_id: Option<u32>,
+    /// `tokenizer.ggml.unknown_token_id`.
+    pub unknown_token_id: Option<u32>,
+    /// `tokenizer.ggml.padding_token_id`.
+    pub padding_token_id: Option<u32>,
+    /// `tokenizer.ggml.add_bos_token`.
+    pub add_bos_token: Option<bool>,
+    /// `tokenizer.ggml.add_eos_token`.
+    pub add_eos_token: Option<bool>,
+    /// `tokenizer.ggml.add_space_prefix`.
+    pub add_space_prefix: Option<bool>,
+}
+
+/// The Split regex for a `tokenizer.ggml.pre` value, and whether llama.cpp forces
+/// `ignore_merges` and BOS for it.
+pub fn pre_pattern(pre: &str) -> Result<(&'static str, bool)> {
+    Ok(match pre {
+        "default" | "gpt-2" | "gpt2" => (GPT2_PATTERN, false),
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => (LLAMA3_PATTERN, true),
+        "qwen2" | "deepseek-r1-qwen" => (QWEN2_PATTERN, false),
+        other => {
+            return Err(tok_err!(
+                "tokenizer.ggml.pre {other:?} is not supported (known: default, gpt-2, llama3, llama-v3, \
+                 llama-bpe, falcon3, pixtral, qwen2, deepseek-r1-qwen)"
+            ));
+        }
+    })
+}
+
+impl GgufVocab {
+    fn check_id(&self, id: Option<u32>, key: &str) -> Result<Option<u32>> {
+        match id {
+            Some(i) if i as usize >= self.tokens.len() => Err(tok_err!(
+                "tokenizer.ggml.{key} = {i} is out of range ({} tokens)",
+                self.tokens.len()
+            )),
+            other => Ok(other),
+        }
+    }
+
+    fn added_tokens(&self) -> Result<Vec<AddedToken>> {
+        let Some(types) = &self.token_types else {
+            return Ok(Vec::new());
+        };
+        if types.len() != self.tokens.len() {
+            return Err(tok_err!(
+                "tokenizer.ggml.token_type has {} entries for {} tokens",
+                types.len(),
+                self.tokens.len()
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for (i, (t, &ty)) in self.tokens.iter().zip(types).enumerate() {
+            if (ty == TOKEN_CONTROL || ty == TOKEN_USER_DEFINED)
+                && !t.is_empty()
+                && seen.insert(t.clone())
+            {
+                let mut a = AddedToken::special(i as u32, t);
+                a.special = ty == TOKEN_CONTROL;
+                out.push(a);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Builds the tokenizer, validating ids, scores, merges and the `pre` name.
+    pub fn build(&self) -> Result<Tokenizer> {
+        if self.tokens.is_empty() {
+            return Err(tok_err!("tokenizer.ggml.tokens is empty"));
+        }
+        let bos = self.check_id(self.bos_token_id, "bos_token_id")?;
+        let eos = self.check_id(self.eos_token_id, "eos_token_id")?;
+        let unk = self.check_id(self.unknown_token_id, "unknown_token_id")?;
+        self.check_id(self.padding_token_id, "padding_token_id")?;
+        let added = self.added_tokens()?;
+        let (model, normalizer, pre, decoder, default_bos) = match self.model.as_str() {
+            "llama" => {
+                let scores = self.scores.clone().ok_or_else(|| {
+                    tok_err!("tokenizer.ggml.scores is required for model \"llama\"")
+                })?;
+                let model = Model::Spm(Spm::new(&self.tokens, scores, unk)?);
+                let mut norms = Vec::new();
+                if self.add_space_prefix.unwrap_or(true) {
+                    norms.push(Normalizer::Prepend(" ".to_string()));
+                }
+                norms.push(Normalizer::Replace {
+                    pattern: Pattern::Literal(" ".to_string()),
+                    content: "\u{2581}".to_string(),
+                });
+                let mut decoders = vec![
+                    Decoder::Replace {
+                        pattern: Pattern::Literal("\u{2581}".to_string()),
+                        content: " ".to_string(),
+                    },
+                    Decoder::ByteFallback,
+                    Decoder::Fuse,
+                ];
+                if self.add_space_prefix.unwrap_or(true) {
+                    decoders.push(Decoder::Strip {
+                        content: ' ',
+                        start: 1,
+                        stop: 0,
+                    });
+                }
+                (
+                    model,
+                    Some(Normalizer::Sequence(norms)),
+                    None,
+                    Decoder::Sequence(decoders),
+                    false,
+                )
+            }
+            "gpt2" => {
+                let pre_name = self.pre.as_deref().unwrap_or("default");
+                let (regex, llama3) = pre_pattern(pre_name)?;
+                let mut vocab = Vocab::with_capacity(self.tokens.len());
+                for (i, t) in self.tokens.iter().enumerate() {
+                    vocab.entry(t.clone()).or_insert(i as u32);
+                }
+                let merges = self.merges.as_ref().ok_or_else(|| {
+                    tok_err!("tokenizer.ggml.merges is required for model \"gpt2\"")
+                })?;
+                let mut pairs = Vec::with_capacity(merges.len());
+                for (i, m) in merges.iter().enumerate() {
+                    match m.split_once(' ') {
+                        Some((a, b)) => pairs.push((a.to_string(), b.to_string())),
+                        None => {
+                            return Err(tok_err!(
+                                "tokenizer.ggml.merges[{i}] = {m:?} is not \"left right\""
+                            ));
+                        }
+                    }
+                }
+                let options = BpeOptions {
+                    ignore_merges: llama3,
+                    ..BpeOptions::default()
+                };
+                let model =
+                    Model::Bpe(Bpe::new(vocab, &pairs, options).map_err(|e| e.context("gguf"))?);
+                let pre = PreTokenizer::Sequence(vec![
+                    PreTokenizer::Split {
+                        pattern: Pattern::regex(regex)?,
+                        behavior: SplitBehavior::Isolated,
+                        invert: false,
+                    },
+                    PreTokenizer::ByteLevel {
+                        add_prefix_space: false,
+                        use_regex: false,
+                    },
+                ]);
+                (model, None, Some(pre), Decoder::ByteLevel, llama3)
+            }
+            other => {
+                return Err(tok_err!(
+                    "tokenizer.ggml.model {other:?} is not supported (supported: llama, gpt2)"
+                ));
+            }
+        };
+        // llama: BOS unless the file says otherwise; gpt2: only when asked, except the
+        // Llama 3 family where llama.cpp forces it.
+        let add_bos = match self.model.as_str() {
+            "llama" => self.add_bos_token.unwrap_or(true),
+            _ => default_bos || self.add_bos_token.unwrap_or(false),
+        };
+        let add_eos = self.add_eos_token.unwrap_or(false);
+        let mut single = Vec::new();
+        if add_bos {
+            let b = bos.ok_or_else(|| {
+                tok_err!("add_bos_token is set but tokenizer.ggml.bos_token_id is missing")
+            })?;
+            single.push(Some(vec![b]));
+        }
+        single.push(None);
+        if add_eos {
+            let e = eos.ok_or_else(|| {
+                tok_err!("add_eos_token is set but tokenizer.ggml.eos_token_id is missing")
+            })?;
+            single.push(Some(vec![e]));
+        }
+        let post = PostProcessor::Template { single };
+        Tokenizer::from_parts(model, normalizer, pre, Some(post), Some(decoder), added)
+    }
+}
