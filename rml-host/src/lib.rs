@@ -6,3 +6,5 @@
 //! graph stack (IR, loader, passes, planner, executor) behind the `rml-host` CLI.
 //!
 //! It depends on `rml-core` and `rml-kernels` only; `rml-llm` and `rml-capi` build on it.
+
+pub mod formats;

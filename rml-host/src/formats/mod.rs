@@ -1,0 +1,3 @@
+//! Model file formats read by mmap with strict validation.
+
+pub mod gguf;
