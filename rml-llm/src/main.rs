@@ -19,7 +19,7 @@ struct Cli {
 enum Command {
     /// Encode a text and print its token ids and pieces.
     Tokenize {
-        /// A tokenizer.json file.
+        /// A tokenizer.json file, or a .gguf model file (its vocabulary is used).
         #[arg(long)]
         tokenizer: std::path::PathBuf,
         /// Do not add the post-processor's special tokens (BOS/EOS).
@@ -41,7 +41,15 @@ fn run(cli: Cli) -> Result<(), String> {
             no_parse_special,
             text,
         } => {
-            let tok = Tokenizer::from_file(&tokenizer).map_err(|e| e.to_string())?;
+            let is_gguf = tokenizer
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+            let tok = if is_gguf {
+                Tokenizer::from_gguf_file(&tokenizer)
+            } else {
+                Tokenizer::from_file(&tokenizer)
+            }
+            .map_err(|e| e.to_string())?;
             let options = EncodeOptions {
                 add_special_tokens: !no_special,
                 parse_special: !no_parse_special,

@@ -285,3 +285,47 @@ fn gguf_gpt2_vocab_matches_tokenizer_json() {
         assert_eq!(from_gguf.decode(&ids, false), reference.decode(&ids, false));
     }
 }
+
+#[test]
+fn gguf_file_through_the_reader() {
+    use rml_host::formats::gguf::{GgufWriter, OwnedValue};
+    let v = spm_vocab();
+    let mut w = GgufWriter::new();
+    w.add_kv("general.architecture", "llama").unwrap();
+    w.add_kv("tokenizer.ggml.model", "llama").unwrap();
+    w.add_kv(
+        "tokenizer.ggml.tokens",
+        OwnedValue::strings(v.tokens.clone()),
+    )
+    .unwrap();
+    w.add_kv(
+        "tokenizer.ggml.scores",
+        OwnedValue::array(v.scores.clone().unwrap()),
+    )
+    .unwrap();
+    w.add_kv(
+        "tokenizer.ggml.token_type",
+        OwnedValue::array(v.token_types.clone().unwrap()),
+    )
+    .unwrap();
+    w.add_kv("tokenizer.ggml.bos_token_id", 1u32).unwrap();
+    w.add_kv("tokenizer.ggml.eos_token_id", 2u32).unwrap();
+    w.add_kv("tokenizer.ggml.unknown_token_id", 0u32).unwrap();
+    w.add_kv("tokenizer.ggml.add_bos_token", true).unwrap();
+    let path = std::env::temp_dir().join(format!("rml-tok-{}.gguf", std::process::id()));
+    w.write_file(&path).unwrap();
+    let tok = Tokenizer::from_gguf_file(&path);
+    let _ = std::fs::remove_file(&path);
+    let tok = tok.unwrap();
+    let direct = v.build().unwrap();
+    for s in ["hello world", "wor ld</s> hello", ""] {
+        assert_eq!(
+            tok.encode(s, true).unwrap(),
+            direct.encode(s, true).unwrap()
+        );
+    }
+    let missing = Tokenizer::from_gguf_file("/nonexistent/model.gguf")
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("nonexistent"), "{missing}");
+}

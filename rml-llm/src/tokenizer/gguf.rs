@@ -13,6 +13,13 @@
 //!
 //! Control (3) and user-defined (4) tokens become added tokens matched before the model;
 //! control tokens are special.
+//!
+//! [`GgufVocab::from_gguf`] reads the keys from an `rml_host` GGUF reader;
+//! [`Tokenizer::from_gguf_file`] does both steps for a path.
+
+use std::path::Path;
+
+use rml_host::formats::gguf::Gguf;
 
 use super::decoder::{Decoder, PostProcessor};
 use super::model::{Bpe, BpeOptions, Model, Spm, Vocab};
@@ -235,5 +242,98 @@ impl GgufVocab {
         }
         let post = PostProcessor::Template { single };
         Tokenizer::from_parts(model, normalizer, pre, Some(post), Some(decoder), added)
+    }
+}
+
+fn gguf_err(e: impl std::fmt::Display) -> super::TokenizerError {
+    tok_err!("{e}")
+}
+
+impl GgufVocab {
+    /// Reads the `tokenizer.ggml.*` keys of a parsed GGUF file.
+    pub fn from_gguf<B: AsRef<[u8]>>(g: &Gguf<B>) -> Result<Self> {
+        const P: &str = "tokenizer.ggml.";
+        let key = |k: &str| format!("{P}{k}");
+        let id = |k: &str| -> Result<Option<u32>> {
+            if g.contains_key(&key(k)) {
+                g.get_int::<u32>(&key(k)).map(Some).map_err(gguf_err)
+            } else {
+                Ok(None)
+            }
+        };
+        let flag = |k: &str| -> Result<Option<bool>> {
+            if g.contains_key(&key(k)) {
+                g.get_bool(&key(k)).map(Some).map_err(gguf_err)
+            } else {
+                Ok(None)
+            }
+        };
+        let model = g.get_str(&key("model")).map_err(gguf_err)?.to_string();
+        let pre = if g.contains_key(&key("pre")) {
+            Some(g.get_str(&key("pre")).map_err(gguf_err)?.to_string())
+        } else {
+            None
+        };
+        let tokens = g
+            .get_str_array(&key("tokens"))
+            .map_err(gguf_err)?
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let scores = if g.contains_key(&key("scores")) {
+            Some(g.get_f32_array(&key("scores")).map_err(gguf_err)?)
+        } else {
+            None
+        };
+        let token_types = if g.contains_key(&key("token_type")) {
+            let raw = g.get_int_array(&key("token_type")).map_err(gguf_err)?;
+            let mut out = Vec::with_capacity(raw.len());
+            for (i, t) in raw.into_iter().enumerate() {
+                out.push(
+                    i32::try_from(t)
+                        .map_err(|_| tok_err!("{P}token_type[{i}] = {t} is out of range"))?,
+                );
+            }
+            Some(out)
+        } else {
+            None
+        };
+        let merges = if g.contains_key(&key("merges")) {
+            Some(
+                g.get_str_array(&key("merges"))
+                    .map_err(gguf_err)?
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        Ok(Self {
+            model,
+            pre,
+            tokens,
+            scores,
+            token_types,
+            merges,
+            bos_token_id: id("bos_token_id")?,
+            eos_token_id: id("eos_token_id")?,
+            unknown_token_id: id("unknown_token_id")?,
+            padding_token_id: id("padding_token_id")?,
+            add_bos_token: flag("add_bos_token")?,
+            add_eos_token: flag("add_eos_token")?,
+            add_space_prefix: flag("add_space_prefix")?,
+        })
+    }
+}
+
+impl Tokenizer {
+    /// Loads the tokenizer stored in a GGUF file's metadata.
+    pub fn from_gguf_file(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let g = Gguf::open(path).map_err(gguf_err)?;
+        GgufVocab::from_gguf(&g)
+            .and_then(|v| v.build())
+            .map_err(|e| e.context(&path.display().to_string()))
     }
 }
