@@ -7,4 +7,5 @@
 //!
 //! It depends on `rml-host` and the crates below it.
 
+pub mod chat;
 pub mod tokenizer;
