@@ -122,3 +122,23 @@ fn wordpiece_bert() {
 fn unigram() {
     assert_fixture("unigram");
 }
+
+#[test]
+fn unigram_bytes() {
+    assert_fixture("unigram_bytes");
+}
+
+#[test]
+fn wordlevel_misc() {
+    assert_fixture("wordlevel_misc");
+}
+
+#[test]
+fn bpe_suffix() {
+    assert_fixture("bpe_suffix");
+}
+
+#[test]
+fn split_variants() {
+    assert_fixture("split_variants");
+}

@@ -206,8 +206,8 @@ fn is_bert_punc(c: char) -> bool {
     c.is_ascii_punctuation() || is_punctuation(c)
 }
 
-fn is_ascii_digit(c: char) -> bool {
-    c.is_ascii_digit()
+fn is_numeric(c: char) -> bool {
+    c.is_numeric()
 }
 
 fn is_space(c: char) -> bool {
@@ -361,7 +361,7 @@ impl PreTokenizer {
                 } else {
                     SplitBehavior::Contiguous
                 };
-                return Self::char_split(pieces, is_ascii_digit, b);
+                return Self::char_split(pieces, is_numeric, b);
             }
             Self::Punctuation { behavior } => {
                 return Self::char_split(pieces, is_bert_punc, *behavior);
@@ -399,9 +399,7 @@ impl PreTokenizer {
 
 /// `\w+|[^\w\s]+` as ranges (word runs and symbol runs; whitespace dropped).
 fn whitespace_ranges(s: &str) -> Vec<(usize, usize)> {
-    fn is_word(c: char) -> bool {
-        c.is_alphanumeric() || c == '_' || super::util::is_mark(c)
-    }
+    use super::util::is_word;
     let mut out = Vec::new();
     let mut cur: Option<(usize, bool)> = None;
     for (i, c) in s.char_indices() {

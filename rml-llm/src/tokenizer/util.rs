@@ -210,6 +210,16 @@ pub(crate) fn is_mark(c: char) -> bool {
     class(&M, r"\p{M}", c)
 }
 
+/// `\w`: Unicode word characters (Alphabetic, marks, decimal digits, connector
+/// punctuation, join controls), as the reference's Whitespace pre-tokenizer sees them.
+pub(crate) fn is_word(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_alphanumeric() || c == '_';
+    }
+    static W: OnceLock<Ranges> = OnceLock::new();
+    class(&W, r"\w", c)
+}
+
 /// `\s`: Unicode White_Space.
 pub(crate) fn is_space(c: char) -> bool {
     c.is_whitespace()
