@@ -73,17 +73,18 @@ pub struct GgufVocab {
     pub add_space_prefix: Option<bool>,
 }
 
-/// The Split regex for a `tokenizer.ggml.pre` value, and whether llama.cpp forces
-/// `ignore_merges` and BOS for it.
-pub fn pre_pattern(pre: &str) -> Result<(&'static str, bool)> {
+/// The Split regexes (applied in turn, each isolating its matches) for a
+/// `tokenizer.ggml.pre` value, and whether llama.cpp forces `ignore_merges` and BOS.
+pub fn pre_patterns(pre: &str) -> Result<(Vec<&'static str>, bool)> {
     Ok(match pre {
-        "default" | "gpt-2" | "gpt2" => (GPT2_PATTERN, false),
-        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => (LLAMA3_PATTERN, true),
-        "qwen2" | "deepseek-r1-qwen" => (QWEN2_PATTERN, false),
+        "default" | "gpt-2" | "gpt2" | "mpt" | "olmo" => (vec![GPT2_PATTERN], false),
+        "starcoder" | "refact" => (vec![r"\p{N}", GPT2_PATTERN], false),
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => (vec![LLAMA3_PATTERN], true),
+        "qwen2" | "deepseek-r1-qwen" => (vec![QWEN2_PATTERN], false),
         other => {
             return Err(tok_err!(
-                "tokenizer.ggml.pre {other:?} is not supported (known: default, gpt-2, llama3, llama-v3, \
-                 llama-bpe, falcon3, pixtral, qwen2, deepseek-r1-qwen)"
+                "tokenizer.ggml.pre {other:?} is not supported (known: default, gpt-2, mpt, olmo, starcoder, \
+                 refact, llama3, llama-v3, llama-bpe, falcon3, pixtral, qwen2, deepseek-r1-qwen)"
             ));
         }
     })
@@ -175,7 +176,7 @@ impl GgufVocab {
             }
             "gpt2" => {
                 let pre_name = self.pre.as_deref().unwrap_or("default");
-                let (regex, llama3) = pre_pattern(pre_name)?;
+                let (regexes, llama3) = pre_patterns(pre_name)?;
                 let mut vocab = Vocab::with_capacity(self.tokens.len());
                 for (i, t) in self.tokens.iter().enumerate() {
                     vocab.entry(t.clone()).or_insert(i as u32);
@@ -200,17 +201,19 @@ impl GgufVocab {
                 };
                 let model =
                     Model::Bpe(Bpe::new(vocab, &pairs, options).map_err(|e| e.context("gguf"))?);
-                let pre = PreTokenizer::Sequence(vec![
-                    PreTokenizer::Split {
+                let mut steps = Vec::with_capacity(regexes.len() + 1);
+                for regex in regexes {
+                    steps.push(PreTokenizer::Split {
                         pattern: Pattern::regex(regex)?,
                         behavior: SplitBehavior::Isolated,
                         invert: false,
-                    },
-                    PreTokenizer::ByteLevel {
-                        add_prefix_space: false,
-                        use_regex: false,
-                    },
-                ]);
+                    });
+                }
+                steps.push(PreTokenizer::ByteLevel {
+                    add_prefix_space: false,
+                    use_regex: false,
+                });
+                let pre = PreTokenizer::Sequence(steps);
                 (model, None, Some(pre), Decoder::ByteLevel, llama3)
             }
             other => {
