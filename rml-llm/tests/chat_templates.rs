@@ -90,3 +90,13 @@ fn python_methods_and_tojson() {
         "HI <B>|{\"content\": \"  hi <b> \", \"role\": \"user\"}|{\n  \"b\": [\n    1,\n    2.5,\n    null\n  ]\n}|4"
     );
 }
+
+#[test]
+fn qwen3_style_reverse_iteration() {
+    let t = ChatTemplate::new(
+        "{% for m in messages[::-1] %}{{ m.content }}{% endfor %}|{% for i in range(messages|length - 1, -1, -1) %}{{ i }}{% endfor %}|{{ messages[1:]|length }}",
+    )
+    .unwrap();
+    let msgs = serde_json::json!([{"content": "a"}, {"content": "b"}, {"content": "c"}]);
+    assert_eq!(t.render(&msgs, &RenderOptions::default()).unwrap(), "cba|210|2");
+}

@@ -157,6 +157,17 @@ fn untrusted_text_keeps_special_tokens_as_text() {
     assert_eq!(tok.bos_id(), tok.token_to_id("<|begin_of_text|>"));
 }
 
+#[test]
+fn rendered_prompts_get_one_bos() {
+    let tok = load("bpe_llama3");
+    let bos = tok.bos_id().unwrap();
+    let with = tok.encode_prompt("<|begin_of_text|>hi").unwrap();
+    let without = tok.encode_prompt("hi").unwrap();
+    assert_eq!(with.iter().filter(|&&i| i == bos).count(), 1);
+    assert_eq!(without.iter().filter(|&&i| i == bos).count(), 1);
+    assert_eq!(with, without);
+}
+
 fn spm_vocab() -> GgufVocab {
     let mut tokens = vec!["<unk>".to_string(), "<s>".to_string(), "</s>".to_string()];
     let mut types = vec![2, TOKEN_CONTROL, TOKEN_CONTROL];
@@ -312,9 +323,22 @@ fn gguf_file_through_the_reader() {
     w.add_kv("tokenizer.ggml.eos_token_id", 2u32).unwrap();
     w.add_kv("tokenizer.ggml.unknown_token_id", 0u32).unwrap();
     w.add_kv("tokenizer.ggml.add_bos_token", true).unwrap();
+    w.add_kv(
+        "tokenizer.chat_template",
+        "{{ bos_token }}{{ messages[0].content }}",
+    )
+    .unwrap();
     let path = std::env::temp_dir().join(format!("rml-tok-{}.gguf", std::process::id()));
     w.write_file(&path).unwrap();
     let tok = Tokenizer::from_gguf_file(&path);
+    let g = rml_host::formats::gguf::Gguf::open(&path).unwrap();
+    let read = GgufVocab::from_gguf(&g).unwrap();
+    assert_eq!(
+        read.chat_template.as_deref(),
+        Some("{{ bos_token }}{{ messages[0].content }}")
+    );
+    assert_eq!(read.tokens, v.tokens);
+    drop(g);
     let _ = std::fs::remove_file(&path);
     let tok = tok.unwrap();
     let direct = v.build().unwrap();

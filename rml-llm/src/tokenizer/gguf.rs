@@ -71,6 +71,8 @@ pub struct GgufVocab {
     pub add_eos_token: Option<bool>,
     /// `tokenizer.ggml.add_space_prefix`.
     pub add_space_prefix: Option<bool>,
+    /// `tokenizer.chat_template` (the Jinja source), if the file has one.
+    pub chat_template: Option<String>,
 }
 
 /// The Split regexes (applied in turn, each isolating its matches) for a
@@ -326,6 +328,15 @@ impl GgufVocab {
             add_bos_token: flag("add_bos_token")?,
             add_eos_token: flag("add_eos_token")?,
             add_space_prefix: flag("add_space_prefix")?,
+            chat_template: if g.contains_key("tokenizer.chat_template") {
+                Some(
+                    g.get_str("tokenizer.chat_template")
+                        .map_err(gguf_err)?
+                        .to_string(),
+                )
+            } else {
+                None
+            },
         })
     }
 }

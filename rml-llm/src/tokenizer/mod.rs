@@ -383,6 +383,24 @@ impl Tokenizer {
         Ok(ids)
     }
 
+    /// Encodes a rendered chat prompt: special tokens in the text are parsed, and the
+    /// post-processor's tokens are added only when the text does not already start with
+    /// the BOS token (chat templates usually write `{{ bos_token }}` themselves, and adding
+    /// another would give the double BOS users of other runtimes hit).
+    pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>> {
+        let starts_with_bos = self
+            .bos
+            .and_then(|b| self.id_to_token(b))
+            .is_some_and(|b| text.starts_with(b));
+        self.encode_with(
+            text,
+            EncodeOptions {
+                add_special_tokens: !starts_with_bos,
+                parse_special: true,
+            },
+        )
+    }
+
     /// Splits `s` around added tokens with the reference's single_word/lstrip/rstrip rules.
     fn split_added(
         &self,
