@@ -98,5 +98,8 @@ fn qwen3_style_reverse_iteration() {
     )
     .unwrap();
     let msgs = serde_json::json!([{"content": "a"}, {"content": "b"}, {"content": "c"}]);
-    assert_eq!(t.render(&msgs, &RenderOptions::default()).unwrap(), "cba|210|2");
+    assert_eq!(
+        t.render(&msgs, &RenderOptions::default()).unwrap(),
+        "cba|210|2"
+    );
 }

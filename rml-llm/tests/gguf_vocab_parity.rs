@@ -59,6 +59,15 @@ fn check(dir: &Path, name: &str) -> (usize, usize, Vec<String>) {
         if &got != want {
             bad.push(format!("{name}: {text:?}\n  want {want:?}\n  got  {got:?}"));
         }
+        // Streaming gives the one-shot decoding.
+        let mut stream = tok.decode_stream(false);
+        let mut streamed: String = got.iter().filter_map(|&id| stream.step(id)).collect();
+        streamed.extend(stream.finish());
+        if streamed != tok.decode(&got, false) {
+            bad.push(format!(
+                "{name}: streamed decode of {text:?} gives {streamed:?}"
+            ));
+        }
         // Byte-level vocabularies decode back to the exact text.
         let byte_level = !name.contains("spm") && name != "phi-3";
         if byte_level && tok.decode(&got, false) != *text {

@@ -67,6 +67,22 @@ proptest! {
     }
 
     #[test]
+    fn corrupt_files_never_panic(pos in 0usize..4000, len in 0usize..6, with in "[\\[\\]{}\",:0-9a-z ]{0,6}") {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizers");
+        let text = std::fs::read_to_string(dir.join("wordpiece_bert.tokenizer.json")).unwrap();
+        let mut bytes = text.into_bytes();
+        let at = pos.min(bytes.len());
+        let end = (at + len).min(bytes.len());
+        bytes.splice(at..end, with.bytes());
+        if let Ok(t) = String::from_utf8(bytes)
+            && let Ok(tok) = Tokenizer::from_json_str(&t)
+        {
+            let ids = tok.encode("Hello, wörld! [SEP] 123", true).unwrap_or_default();
+            let _ = tok.decode(&ids, true);
+        }
+    }
+
+    #[test]
     fn decode_never_panics(ids in proptest::collection::vec(0u32..1300, 0..40)) {
         let tok = load("bpe_spm");
         let _ = tok.decode(&ids, false);
@@ -121,6 +137,8 @@ fn load_errors_name_the_field() {
     let no_bytes =
         r#"{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "byte_fallback": true}}"#;
     assert!(error_of(no_bytes).contains("<0x00>"));
+    let far = r#"{"model": {"type": "BPE", "vocab": {"a": 0, "b": 4000000000}, "merges": []}}"#;
+    assert!(error_of(far).contains("far beyond"), "{}", error_of(far));
     let dup = r#"{"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}}"#;
     assert!(error_of(dup).contains("id 0 is used by both"));
     let bad_post = r#"{"model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"},

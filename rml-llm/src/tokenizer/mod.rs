@@ -232,8 +232,13 @@ impl Tokenizer {
             .chain(added.iter().map(|a| a.id))
             .max()
             .unwrap_or(0);
-        if max_id == u32::MAX {
-            return Err(tok_err!("token id {max_id} is too large"));
+        // Ids index a table: refuse ids far beyond the number of tokens (a corrupt or
+        // hostile file would otherwise make it allocate gigabytes).
+        let count = vocab.len() + added.len();
+        if max_id as usize >= count.saturating_mul(2) + 1024 {
+            return Err(tok_err!(
+                "token id {max_id} is far beyond the {count} tokens of the vocabulary"
+            ));
         }
         let mut id_to_token: Vec<Option<String>> = vec![None; max_id as usize + 1];
         for (tok, &id) in vocab {
