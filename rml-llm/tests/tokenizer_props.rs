@@ -371,3 +371,29 @@ fn gguf_file_through_the_reader() {
         .to_string();
     assert!(missing.contains("nonexistent"), "{missing}");
 }
+
+#[test]
+fn gguf_bert_vocab() {
+    let tokens: Vec<String> = [
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "▁hello", "▁wor", "ld", "▁,", "▁!", "▁漢",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let v = GgufVocab {
+        model: "bert".into(),
+        pre: Some("bert-bge".into()),
+        tokens,
+        unknown_token_id: Some(1),
+        cls_token_id: Some(2),
+        separator_token_id: Some(3),
+        ..GgufVocab::default()
+    };
+    let tok = v.build().unwrap();
+    let ids = tok.encode("Hello, WÖRLD!漢 xyz", true).unwrap();
+    assert_eq!(ids, [2, 4, 7, 5, 6, 8, 9, 1, 3]);
+    assert_eq!(
+        tok.decode(&ids[1..ids.len() - 1], false),
+        "hello , world ! 漢[UNK]"
+    );
+}

@@ -22,7 +22,7 @@ use std::path::Path;
 use rml_host::formats::gguf::Gguf;
 
 use super::decoder::{Decoder, PostProcessor};
-use super::model::{Bpe, BpeOptions, Model, Spm, Vocab};
+use super::model::{Bpe, BpeOptions, Model, Spm, Vocab, Wpm};
 use super::normalizer::Normalizer;
 use super::pattern::{GPT2_PATTERN, LLAMA3_PATTERN, Pattern, QWEN2_PATTERN};
 use super::pretokenizer::{PreTokenizer, SplitBehavior};
@@ -65,6 +65,10 @@ pub struct GgufVocab {
     pub unknown_token_id: Option<u32>,
     /// `tokenizer.ggml.padding_token_id`.
     pub padding_token_id: Option<u32>,
+    /// `tokenizer.ggml.cls_token_id` (BERT's BOS).
+    pub cls_token_id: Option<u32>,
+    /// `tokenizer.ggml.seperator_token_id` (sic; BERT's EOS).
+    pub separator_token_id: Option<u32>,
     /// `tokenizer.ggml.add_bos_token`.
     pub add_bos_token: Option<bool>,
     /// `tokenizer.ggml.add_eos_token`.
@@ -218,9 +222,25 @@ impl GgufVocab {
                 let pre = PreTokenizer::Sequence(steps);
                 (model, None, Some(pre), Decoder::ByteLevel, llama3)
             }
+            "bert" => {
+                let model = Model::Wpm(Wpm::new(&self.tokens, unk));
+                let decoder = Decoder::Sequence(vec![
+                    Decoder::Replace {
+                        pattern: Pattern::Literal("\u{2581}".to_string()),
+                        content: " ".to_string(),
+                    },
+                    Decoder::Fuse,
+                    Decoder::Strip {
+                        content: ' ',
+                        start: 1,
+                        stop: 0,
+                    },
+                ]);
+                (model, None, Some(PreTokenizer::Wpm), decoder, false)
+            }
             other => {
                 return Err(tok_err!(
-                    "tokenizer.ggml.model {other:?} is not supported (supported: llama, gpt2)"
+                    "tokenizer.ggml.model {other:?} is not supported (supported: llama, gpt2, bert)"
                 ));
             }
         };
@@ -228,9 +248,19 @@ impl GgufVocab {
         // Llama 3 family where llama.cpp forces it.
         let add_bos = match self.model.as_str() {
             "llama" => self.add_bos_token.unwrap_or(true),
+            "bert" => self.add_bos_token.unwrap_or(true),
             _ => default_bos || self.add_bos_token.unwrap_or(false),
         };
-        let add_eos = self.add_eos_token.unwrap_or(false);
+        let add_eos = self.add_eos_token.unwrap_or(self.model == "bert");
+        // BERT files name their BOS/EOS as CLS/SEP.
+        let (bos, eos) = if self.model == "bert" {
+            (
+                bos.or(self.check_id(self.cls_token_id, "cls_token_id")?),
+                eos.or(self.check_id(self.separator_token_id, "seperator_token_id")?),
+            )
+        } else {
+            (bos, eos)
+        };
         let mut single = Vec::new();
         if add_bos {
             let b = bos.ok_or_else(|| {
@@ -325,6 +355,11 @@ impl GgufVocab {
             eos_token_id: id("eos_token_id")?,
             unknown_token_id: id("unknown_token_id")?,
             padding_token_id: id("padding_token_id")?,
+            cls_token_id: id("cls_token_id")?,
+            separator_token_id: match id("seperator_token_id")? {
+                Some(x) => Some(x),
+                None => id("separator_token_id")?,
+            },
             add_bos_token: flag("add_bos_token")?,
             add_eos_token: flag("add_eos_token")?,
             add_space_prefix: flag("add_space_prefix")?,

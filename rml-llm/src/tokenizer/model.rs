@@ -30,6 +30,70 @@ pub enum Model {
     WordLevel(WordLevel),
     /// SentencePiece BPE driven by piece scores.
     Spm(Spm),
+    /// llama.cpp's WordPiece for GGUF `bert` vocabularies (`▁` marks word starts).
+    Wpm(Wpm),
+}
+
+/// WordPiece as llama.cpp runs GGUF `bert` vocabularies: word-initial pieces carry a `▁`
+/// prefix, continuations none; greedy longest match, the whole word becomes unknown if
+/// any position fails.
+#[derive(Debug, Clone)]
+pub struct Wpm {
+    vocab: Vocab,
+    unk: Option<u32>,
+    max_len: usize,
+}
+
+impl Wpm {
+    /// Builds the model from pieces (id = position).
+    pub fn new(tokens: &[String], unk: Option<u32>) -> Self {
+        let mut vocab = Vocab::with_capacity(tokens.len());
+        let mut max_len = 1;
+        for (i, t) in tokens.iter().enumerate() {
+            max_len = max_len.max(t.len());
+            vocab.entry(t.clone()).or_insert(i as u32);
+        }
+        Self {
+            vocab,
+            unk,
+            max_len,
+        }
+    }
+
+    /// Tokenizes one word.
+    pub fn tokenize(&self, word: &str, out: &mut Vec<u32>) {
+        let w = format!("\u{2581}{word}");
+        let mark = out.len();
+        let mut i = 0;
+        while i < w.len() {
+            let mut j = (i + self.max_len).min(w.len());
+            let mut found = None;
+            while j > i {
+                if w.is_char_boundary(j)
+                    && let Some(&id) = self.vocab.get(&w[i..j])
+                {
+                    found = Some((id, j));
+                    break;
+                }
+                j -= 1;
+            }
+            match found {
+                Some((id, end)) => {
+                    out.push(id);
+                    i = end;
+                }
+                None => {
+                    out.truncate(mark);
+                    break;
+                }
+            }
+        }
+        if out.len() == mark
+            && let Some(u) = self.unk
+        {
+            out.push(u);
+        }
+    }
 }
 
 /// Byte-pair encoding.
@@ -681,6 +745,7 @@ impl Model {
             Self::WordPiece(m) => m.tokenize(piece, out),
             Self::Unigram(m) => m.tokenize(piece, out)?,
             Self::Spm(m) => m.tokenize(piece, out),
+            Self::Wpm(m) => m.tokenize(piece, out),
             Self::WordLevel(m) => match m.vocab.get(piece).copied().or(m.unk) {
                 Some(id) => out.push(id),
                 None => {
@@ -706,6 +771,7 @@ impl Model {
             Self::Unigram(m) => &m.vocab,
             Self::WordLevel(m) => &m.vocab,
             Self::Spm(m) => &m.vocab,
+            Self::Wpm(m) => &m.vocab,
         }
     }
 }

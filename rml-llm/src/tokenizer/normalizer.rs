@@ -58,7 +58,8 @@ pub enum Normalizer {
     Sequence(Vec<Normalizer>),
 }
 
-fn is_chinese_char(c: char) -> bool {
+/// CJK ideograph blocks as BERT defines them.
+pub(crate) fn is_chinese_char(c: char) -> bool {
     matches!(c as u32,
         0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F
         | 0x2B740..=0x2B81F | 0x2B920..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)

@@ -115,6 +115,10 @@ pub enum PreTokenizer {
     Bert,
     /// Split on one character, dropping it.
     CharDelimiterSplit(char),
+    /// llama.cpp's WPM (GGUF `bert`) preprocessing: NFD, drop accents (nonspacing marks)
+    /// and controls, lowercase, split
+    /// on whitespace, isolate punctuation, ASCII symbols and CJK ideographs.
+    Wpm,
     /// Several pre-tokenizers in order.
     Sequence(Vec<PreTokenizer>),
 }
@@ -370,6 +374,16 @@ impl PreTokenizer {
                 let p = Self::char_split(pieces, is_space, SplitBehavior::Removed);
                 return Self::char_split(p, is_bert_punc, SplitBehavior::Isolated);
             }
+            Self::Wpm => {
+                for piece in pieces {
+                    for w in wpm_words(&piece.text) {
+                        out.push(Piece {
+                            text: w,
+                            first: false,
+                        });
+                    }
+                }
+            }
             Self::CharDelimiterSplit(d) => {
                 for piece in pieces {
                     let m = Pattern::Literal(d.to_string()).find_all(&piece.text);
@@ -421,4 +435,41 @@ fn whitespace_ranges(s: &str) -> Vec<(usize, usize)> {
         out.push((start, s.len()));
     }
     out
+}
+
+/// The words of llama.cpp's WPM preprocessing.
+fn wpm_words(s: &str) -> Vec<String> {
+    use unicode_normalization::UnicodeNormalization;
+    let mut words = vec![String::new()];
+    for c in s.nfd() {
+        if c.is_whitespace() {
+            if !words.last().is_some_and(String::is_empty) {
+                words.push(String::new());
+            }
+            continue;
+        }
+        if c == '\0'
+            || c == '\u{fffd}'
+            || super::util::is_other(c)
+            || super::util::is_mark_nonspacing(c)
+        {
+            continue;
+        }
+        let isolated = is_punctuation(c)
+            || (c.is_ascii() && c.is_ascii_punctuation())
+            || super::normalizer::is_chinese_char(c);
+        if isolated {
+            if !words.last().is_some_and(String::is_empty) {
+                words.push(String::new());
+            }
+            if let Some(w) = words.last_mut() {
+                w.extend(c.to_lowercase());
+            }
+            words.push(String::new());
+        } else if let Some(w) = words.last_mut() {
+            w.extend(c.to_lowercase());
+        }
+    }
+    words.retain(|w| !w.is_empty());
+    words
 }
