@@ -19,6 +19,9 @@ const VOCABS: &[&str] = &[
     "starcoder",
     "refact",
     "bert-bge",
+    "command-r",
+    "falcon",
+    "deepseek-coder",
 ];
 
 /// Splits the `.inp` (texts separated by `__ggml_vocab_test__` lines) and `.out` (one

@@ -84,13 +84,32 @@ pub struct GgufVocab {
 pub fn pre_patterns(pre: &str) -> Result<(Vec<&'static str>, bool)> {
     Ok(match pre {
         "default" | "gpt-2" | "gpt2" | "mpt" | "olmo" => (vec![GPT2_PATTERN], false),
-        "starcoder" | "refact" => (vec![r"\p{N}", GPT2_PATTERN], false),
+        "starcoder" | "refact" | "command-r" => (vec![r"\p{N}", GPT2_PATTERN], false),
+        "falcon" => (
+            vec![
+                r"[\p{P}\$\+<=>\^~\|`]+",
+                r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+                r"[0-9][0-9][0-9]",
+            ],
+            false,
+        ),
+        "deepseek-coder" => (
+            vec![
+                "[\r\n]",
+                r"\s?\p{L}+",
+                r"\s?\p{P}+",
+                "[\u{4E00}-\u{9FA5}\u{0800}-\u{4E00}\u{AC00}-\u{D7FF}]+",
+                r"\p{N}",
+            ],
+            false,
+        ),
         "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => (vec![LLAMA3_PATTERN], true),
         "qwen2" | "deepseek-r1-qwen" => (vec![QWEN2_PATTERN], false),
         other => {
             return Err(tok_err!(
                 "tokenizer.ggml.pre {other:?} is not supported (known: default, gpt-2, mpt, olmo, starcoder, \
-                 refact, llama3, llama-v3, llama-bpe, falcon3, pixtral, qwen2, deepseek-r1-qwen)"
+                 refact, command-r, falcon, deepseek-coder, llama3, llama-v3, llama-bpe, falcon3, pixtral, \
+                 qwen2, deepseek-r1-qwen)"
             ));
         }
     })
