@@ -143,6 +143,74 @@ impl ChatTemplate {
     }
 }
 
+/// The chat template and special-token texts of a Hugging Face `tokenizer_config.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TokenizerConfig {
+    /// The template named `default` (or the only one); `None` when the file has none.
+    pub chat_template: Option<String>,
+    /// Other named templates (e.g. `tool_use`).
+    pub named_templates: BTreeMap<String, String>,
+    /// `bos_token` (a string, or the `content` of an added-token object).
+    pub bos_token: Option<String>,
+    /// `eos_token`, same forms.
+    pub eos_token: Option<String>,
+}
+
+impl TokenizerConfig {
+    /// Parses the text of a `tokenizer_config.json`.
+    pub fn from_json_str(text: &str) -> Result<Self, ChatError> {
+        let err = |m: String| ChatError {
+            message: format!("tokenizer_config.json: {m}"),
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| err(format!("not valid JSON: {e}")))?;
+        let token = |key: &str| -> Result<Option<String>, ChatError> {
+            match v.get(key) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+                Some(o) => match o.get("content").and_then(serde_json::Value::as_str) {
+                    Some(s) => Ok(Some(s.to_string())),
+                    None => Err(err(format!(
+                        "{key}: expected a string or {{\"content\": …}}"
+                    ))),
+                },
+            }
+        };
+        let mut out = Self {
+            bos_token: token("bos_token")?,
+            eos_token: token("eos_token")?,
+            ..Self::default()
+        };
+        match v.get("chat_template") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(s)) => out.chat_template = Some(s.clone()),
+            Some(serde_json::Value::Array(list)) => {
+                for (i, item) in list.iter().enumerate() {
+                    let name = item.get("name").and_then(serde_json::Value::as_str);
+                    let tmpl = item.get("template").and_then(serde_json::Value::as_str);
+                    match (name, tmpl) {
+                        (Some(n), Some(t)) => {
+                            out.named_templates.insert(n.to_string(), t.to_string());
+                        }
+                        _ => {
+                            return Err(err(format!(
+                                "chat_template[{i}]: expected {{\"name\", \"template\"}}"
+                            )));
+                        }
+                    }
+                }
+                out.chat_template = out.named_templates.get("default").cloned().or_else(|| {
+                    (list.len() == 1)
+                        .then(|| out.named_templates.values().next().cloned())
+                        .flatten()
+                });
+            }
+            Some(_) => return Err(err("chat_template: expected a string or a list".to_string())),
+        }
+        Ok(out)
+    }
+}
+
 fn raise_exception(message: String) -> Result<Value, Error> {
     Err(Error::new(ErrorKind::InvalidOperation, message))
 }
@@ -392,6 +460,29 @@ mod tests {
         assert_eq!(
             strftime(1_796_029_200, "%d %B %Y %a %H"),
             "30 November 2026 Mon 09"
+        );
+    }
+
+    #[test]
+    fn tokenizer_config_forms() {
+        let c = TokenizerConfig::from_json_str(
+            r#"{"chat_template": [{"name": "default", "template": "A"}, {"name": "tool_use", "template": "B"}],
+                "bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "</s>"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.chat_template.as_deref(), Some("A"));
+        assert_eq!(c.named_templates["tool_use"], "B");
+        assert_eq!(
+            (c.bos_token.as_deref(), c.eos_token.as_deref()),
+            (Some("<s>"), Some("</s>"))
+        );
+        let c = TokenizerConfig::from_json_str(r#"{"chat_template": "T"}"#).unwrap();
+        assert_eq!(c.chat_template.as_deref(), Some("T"));
+        assert!(
+            TokenizerConfig::from_json_str(r#"{"chat_template": 3}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("chat_template")
         );
     }
 
