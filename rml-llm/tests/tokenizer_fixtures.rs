@@ -1,6 +1,7 @@
 //! Exact parity with Hugging Face `tokenizers` on the committed fixtures written by
 //! `scripts/fixtures/llm_tokenizers.py`: ids with and without special tokens, and the
-//! decoded text with and without skipping special tokens, for every sample.
+//! decoded text with and without skipping special tokens, for every sample, and the ids
+//! of text pairs joined by the pair template.
 
 use std::path::PathBuf;
 
@@ -27,6 +28,16 @@ fn check(name: &str) -> (usize, Vec<String>) {
     let expected: Value = serde_json::from_str(&text).unwrap();
     let cases = expected["cases"].as_array().unwrap();
     let mut failures = Vec::new();
+    for pair in expected["pairs"].as_array().unwrap() {
+        let (a, b) = (pair["a"].as_str().unwrap(), pair["b"].as_str().unwrap());
+        let got = tok.encode_pair(a, b, true).unwrap();
+        if got != ids(&pair["ids"]) {
+            failures.push(format!(
+                "{name}: pair {a:?} + {b:?}\n  want {:?}\n  got  {got:?}",
+                ids(&pair["ids"])
+            ));
+        }
+    }
     for case in cases {
         let input = case["text"].as_str().unwrap();
         let want = ids(&case["ids"]);

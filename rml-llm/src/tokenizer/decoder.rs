@@ -243,23 +243,84 @@ impl Decoder {
     }
 }
 
+/// One item of a post-processing template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateItem {
+    /// The ids of a special token.
+    Special(Vec<u32>),
+    /// The first sequence.
+    A,
+    /// The second sequence (pair templates only).
+    B,
+}
+
 /// One post-processor of a `tokenizer.json`.
 #[derive(Debug, Clone)]
 pub enum PostProcessor {
-    /// A template of special tokens around the sequence.
+    /// Templates of special tokens around one sequence and around a pair.
     Template {
-        /// Each item: `Some(ids)` of a special token, `None` for the sequence itself.
-        single: Vec<Option<Vec<u32>>>,
+        /// The single-sequence template.
+        single: Vec<TemplateItem>,
+        /// The pair template.
+        pair: Vec<TemplateItem>,
     },
-    /// Changes offsets only; ids pass through.
+    /// Changes offsets only; ids pass through (a pair is concatenated).
     Passthrough,
     /// Several post-processors in order.
     Sequence(Vec<PostProcessor>),
 }
 
+fn parse_template(
+    v: &Value,
+    key: &str,
+    specials: &HashMap<String, Vec<u32>>,
+    path: &str,
+) -> Result<Vec<TemplateItem>> {
+    let Some(items) = opt(v, key) else {
+        return Ok(Vec::new());
+    };
+    let items = items
+        .as_array()
+        .ok_or_else(|| tok_err!("{path}.{key}: expected an array"))?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        if let Some(sp) = item.get("SpecialToken") {
+            let id = req_str(sp, "id", &format!("{path}.{key}[{i}].SpecialToken"))?;
+            let ids = specials.get(id).ok_or_else(|| {
+                tok_err!("{path}.{key}[{i}]: special token {id:?} is not in special_tokens")
+            })?;
+            out.push(TemplateItem::Special(ids.clone()));
+        } else if let Some(seq) = item.get("Sequence") {
+            match req_str(seq, "id", &format!("{path}.{key}[{i}].Sequence"))? {
+                "A" => out.push(TemplateItem::A),
+                "B" => out.push(TemplateItem::B),
+                other => return Err(tok_err!("{path}.{key}[{i}]: unknown sequence {other:?}")),
+            }
+        } else {
+            return Err(tok_err!(
+                "{path}.{key}[{i}]: expected SpecialToken or Sequence"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn apply(template: &[TemplateItem], a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(a.len() + b.len() + template.len());
+    for item in template {
+        match item {
+            TemplateItem::Special(sp) => out.extend_from_slice(sp),
+            TemplateItem::A => out.extend_from_slice(a),
+            TemplateItem::B => out.extend_from_slice(b),
+        }
+    }
+    out
+}
+
 impl PostProcessor {
     /// Parses a post-processor object.
     pub fn from_json(v: &Value, path: &str) -> Result<Self> {
+        use TemplateItem::{A, B, Special};
         let tag = type_tag(v, path)?;
         let pair_id = |key: &str| -> Result<u32> {
             match opt(v, key).and_then(Value::as_array).map(Vec::as_slice) {
@@ -269,13 +330,33 @@ impl PostProcessor {
         };
         Ok(match tag {
             "ByteLevel" => Self::Passthrough,
-            "BertProcessing" | "RobertaProcessing" => Self::Template {
-                single: vec![
-                    Some(vec![pair_id("cls")?]),
-                    None,
-                    Some(vec![pair_id("sep")?]),
-                ],
-            },
+            "BertProcessing" => {
+                let (cls, sep) = (pair_id("cls")?, pair_id("sep")?);
+                Self::Template {
+                    single: vec![Special(vec![cls]), A, Special(vec![sep])],
+                    pair: vec![
+                        Special(vec![cls]),
+                        A,
+                        Special(vec![sep]),
+                        B,
+                        Special(vec![sep]),
+                    ],
+                }
+            }
+            "RobertaProcessing" => {
+                let (cls, sep) = (pair_id("cls")?, pair_id("sep")?);
+                Self::Template {
+                    single: vec![Special(vec![cls]), A, Special(vec![sep])],
+                    pair: vec![
+                        Special(vec![cls]),
+                        A,
+                        Special(vec![sep]),
+                        Special(vec![sep]),
+                        B,
+                        Special(vec![sep]),
+                    ],
+                }
+            }
             "TemplateProcessing" => {
                 let specials: HashMap<String, Vec<u32>> = match opt(v, "special_tokens") {
                     None => HashMap::new(),
@@ -295,28 +376,16 @@ impl PostProcessor {
                         map
                     }
                 };
-                let items = opt(v, "single")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| tok_err!("{path}.single: expected an array"))?;
-                let mut single = Vec::with_capacity(items.len());
-                for (i, item) in items.iter().enumerate() {
-                    if let Some(sp) = item.get("SpecialToken") {
-                        let id = req_str(sp, "id", &format!("{path}.single[{i}].SpecialToken"))?;
-                        let ids = specials.get(id).ok_or_else(|| {
-                            tok_err!(
-                                "{path}.single[{i}]: special token {id:?} is not in special_tokens"
-                            )
-                        })?;
-                        single.push(Some(ids.clone()));
-                    } else if item.get("Sequence").is_some() {
-                        single.push(None);
-                    } else {
-                        return Err(tok_err!(
-                            "{path}.single[{i}]: expected SpecialToken or Sequence"
-                        ));
-                    }
+                if opt(v, "single").is_none() {
+                    return Err(tok_err!("{path}.single: missing"));
                 }
-                Self::Template { single }
+                let single = parse_template(v, "single", &specials, path)?;
+                let mut pair = parse_template(v, "pair", &specials, path)?;
+                if pair.is_empty() {
+                    pair = single.clone();
+                    pair.push(B);
+                }
+                Self::Template { single, pair }
             }
             "Sequence" => {
                 let list = opt(v, "processors")
@@ -340,16 +409,7 @@ impl PostProcessor {
     pub fn process(&self, ids: Vec<u32>) -> Vec<u32> {
         match self {
             Self::Passthrough => ids,
-            Self::Template { single } => {
-                let mut out = Vec::with_capacity(ids.len() + single.len());
-                for item in single {
-                    match item {
-                        Some(sp) => out.extend_from_slice(sp),
-                        None => out.extend_from_slice(&ids),
-                    }
-                }
-                out
-            }
+            Self::Template { single, .. } => apply(single, &ids, &[]),
             Self::Sequence(items) => {
                 let mut cur = ids;
                 for p in items {
@@ -360,11 +420,32 @@ impl PostProcessor {
         }
     }
 
+    /// Joins a pair of encoded sequences with the pair template (the first template of a
+    /// sequence of processors; plain concatenation when there is none).
+    pub fn process_pair(&self, a: &[u32], b: &[u32]) -> Vec<u32> {
+        match self {
+            Self::Passthrough => [a, b].concat(),
+            Self::Template { pair, .. } => apply(pair, a, b),
+            Self::Sequence(items) => match items.iter().find(|p| !matches!(p, Self::Passthrough)) {
+                Some(p) => p.process_pair(a, b),
+                None => [a, b].concat(),
+            },
+        }
+    }
+
     /// Every id this processor can add.
     pub fn added_ids(&self) -> Vec<u32> {
         match self {
             Self::Passthrough => Vec::new(),
-            Self::Template { single } => single.iter().flatten().flatten().copied().collect(),
+            Self::Template { single, pair } => single
+                .iter()
+                .chain(pair)
+                .filter_map(|t| match t {
+                    TemplateItem::Special(ids) => Some(ids.iter().copied()),
+                    _ => None,
+                })
+                .flatten()
+                .collect(),
             Self::Sequence(items) => items.iter().flat_map(Self::added_ids).collect(),
         }
     }

@@ -21,7 +21,7 @@ use std::path::Path;
 
 use rml_host::formats::gguf::Gguf;
 
-use super::decoder::{Decoder, PostProcessor};
+use super::decoder::{Decoder, PostProcessor, TemplateItem};
 use super::model::{Bpe, BpeOptions, Model, Spm, Vocab, Wpm};
 use super::normalizer::Normalizer;
 use super::pattern::{GPT2_PATTERN, LLAMA3_PATTERN, Pattern, QWEN2_PATTERN};
@@ -281,20 +281,28 @@ impl GgufVocab {
             (bos, eos)
         };
         let mut single = Vec::new();
+        let mut pair = Vec::new();
         if add_bos {
             let b = bos.ok_or_else(|| {
                 tok_err!("add_bos_token is set but tokenizer.ggml.bos_token_id is missing")
             })?;
-            single.push(Some(vec![b]));
+            single.push(TemplateItem::Special(vec![b]));
+            pair.push(TemplateItem::Special(vec![b]));
         }
-        single.push(None);
+        single.push(TemplateItem::A);
+        pair.push(TemplateItem::A);
         if add_eos {
             let e = eos.ok_or_else(|| {
                 tok_err!("add_eos_token is set but tokenizer.ggml.eos_token_id is missing")
             })?;
-            single.push(Some(vec![e]));
+            single.push(TemplateItem::Special(vec![e]));
+            pair.push(TemplateItem::Special(vec![e]));
         }
-        let post = PostProcessor::Template { single };
+        pair.push(TemplateItem::B);
+        if let (true, Some(e)) = (add_eos, eos) {
+            pair.push(TemplateItem::Special(vec![e]));
+        }
+        let post = PostProcessor::Template { single, pair };
         Tokenizer::from_parts(model, normalizer, pre, Some(post), Some(decoder), added)
     }
 }

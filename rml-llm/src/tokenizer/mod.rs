@@ -25,7 +25,7 @@ pub mod pretokenizer;
 mod stream;
 mod util;
 
-pub use decoder::{Decoder, PostProcessor};
+pub use decoder::{Decoder, PostProcessor, TemplateItem};
 pub use model::Model;
 pub use normalizer::Normalizer;
 pub use pretokenizer::{Piece, PreTokenizer};
@@ -404,6 +404,20 @@ impl Tokenizer {
                 parse_special: true,
             },
         )
+    }
+
+    /// Encodes a pair of texts (a query and a passage for a cross-encoder, say), joined by
+    /// the post-processor's pair template when `add_special_tokens`.
+    pub fn encode_pair(&self, a: &str, b: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let plain = EncodeOptions {
+            add_special_tokens: false,
+            parse_special: true,
+        };
+        let (ea, eb) = (self.encode_with(a, plain)?, self.encode_with(b, plain)?);
+        Ok(match (&self.post_processor, add_special_tokens) {
+            (Some(p), true) => p.process_pair(&ea, &eb),
+            _ => [ea, eb].concat(),
+        })
     }
 
     /// Splits `s` around added tokens with the reference's single_word/lstrip/rstrip rules.
