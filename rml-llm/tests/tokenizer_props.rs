@@ -397,3 +397,34 @@ fn gguf_bert_vocab() {
         "hello , world ! 漢[UNK]"
     );
 }
+
+#[test]
+fn byte_level_prefix_space_applies_after_special_tokens() {
+    // Expected pieces recorded from `tokenizers` 0.23.3 with the same file and
+    // `add_prefix_space: true`.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizers");
+    let mut json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("bpe_gpt2.tokenizer.json")).unwrap(),
+    )
+    .unwrap();
+    json["pre_tokenizer"]["add_prefix_space"] = serde_json::Value::Bool(true);
+    let tok = Tokenizer::from_json_str(&json.to_string()).unwrap();
+    let cases: [(&str, &[&str]); 4] = [
+        ("a<|endoftext|>b", &["Ġa", "<|endoftext|>", "Ġb"]),
+        ("hello world", &["Ġ", "h", "el", "lo", "Ġw", "or", "l", "d"]),
+        (" x", &["Ġ", "x"]),
+        ("<|endoftext|> y", &["<|endoftext|>", "Ġ", "y"]),
+    ];
+    for (text, want) in cases {
+        let ids = tok.encode(text, false).unwrap();
+        let got: Vec<&str> = ids.iter().map(|&i| tok.id_to_token(i).unwrap()).collect();
+        assert_eq!(got, want, "{text:?}");
+    }
+}
+
+#[test]
+fn tokenizers_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Tokenizer>();
+    check::<rml_llm::chat::ChatTemplate>();
+}

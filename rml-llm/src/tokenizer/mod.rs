@@ -157,6 +157,7 @@ pub struct Tokenizer {
     id_to_token: Vec<Option<String>>,
     special_contents: HashSet<String>,
     special_ids: HashSet<u32>,
+    added_ids: HashMap<String, u32>,
     /// Ids a BOS-adding post-processor puts first, if any.
     bos: Option<u32>,
     eos: Option<u32>,
@@ -306,6 +307,7 @@ impl Tokenizer {
             .map(|a| a.content.clone())
             .collect();
         let special_ids = added.iter().filter(|a| a.special).map(|a| a.id).collect();
+        let added_ids = added.iter().map(|a| (a.content.clone(), a.id)).collect();
         let (bos, eos) = match &post_processor {
             Some(p) => {
                 let probe = p.process(vec![u32::MAX]);
@@ -329,6 +331,7 @@ impl Tokenizer {
             id_to_token,
             special_contents,
             special_ids,
+            added_ids,
             bos,
             eos,
         })
@@ -495,10 +498,9 @@ impl Tokenizer {
 
     /// The id of a token string (added tokens first).
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.added
-            .iter()
-            .find(|a| a.content == token)
-            .map(|a| a.id)
+        self.added_ids
+            .get(token)
+            .copied()
             .or_else(|| self.model.token_to_id(token))
     }
 
