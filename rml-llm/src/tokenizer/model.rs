@@ -522,11 +522,13 @@ impl Unigram {
         let unk_score = self.min_score - UNK_PENALTY;
         let mut start = 0;
         while start < len {
+            let mblen = piece[start..].chars().next().map_or(1, char::len_utf8);
+            // Every character boundary is reachable (an unknown piece always is), but
+            // step by whole characters regardless.
             let Some((here, _, _)) = best[start] else {
-                start += 1;
+                start += mblen;
                 continue;
             };
-            let mblen = piece[start..].chars().next().map_or(1, char::len_utf8);
             let mut single = false;
             let limit = (start + self.max_piece_len).min(len);
             for end in start + 1..=limit {
@@ -574,7 +576,10 @@ impl Unigram {
             if let Some(&id) = self.vocab.get(text) {
                 out.push(id);
             } else if self.byte_fallback {
-                out.extend(text.bytes().map(|b| self.vocab[&byte_token(b)]));
+                for b in text.bytes() {
+                    let id = self.vocab.get(&byte_token(b)).copied().or(self.unk);
+                    out.extend(id);
+                }
             } else {
                 out.push(self.unk.ok_or_else(|| {
                     tok_err!("unigram model has no unk_id and cannot encode {text:?}")
