@@ -22,6 +22,7 @@ const VOCABS: &[&str] = &[
     "command-r",
     "falcon",
     "deepseek-coder",
+    "deepseek-llm",
 ];
 
 /// Splits the `.inp` (texts separated by `__ggml_vocab_test__` lines) and `.out` (one

@@ -79,18 +79,39 @@ pub struct GgufVocab {
     pub chat_template: Option<String>,
 }
 
+/// llama.cpp's GPT-2 split regex (the GPT-2 pattern without its final `\s+`).
+const LLAMACPP_GPT2: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
+
+/// The letters class of llama.cpp's `deepseek-llm` pre-tokenizer (cased letters; code
+/// points with canonical singleton decompositions are written as escapes so that no
+/// normalization of this source file can change them).
+const DEEPSEEK_LLM_LETTERS: &str = r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\x{1F7D}ᾀ-ᾴᾶ-ᾼ\x{1FBE}ῂ-ῄῆ-ῌῐ-\x{1FD3}ῖ-\x{1FDB}ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\x{2126}ℨ\x{212A}-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+";
+
 /// The Split regexes (applied in turn, each isolating its matches) for a
 /// `tokenizer.ggml.pre` value, and whether llama.cpp forces `ignore_merges` and BOS.
+/// The lists are llama.cpp's (`llm_tokenizer_bpe`), which quote the `tokenizer.json`
+/// originals.
 pub fn pre_patterns(pre: &str) -> Result<(Vec<&'static str>, bool)> {
+    const NOT_PUNCT: &str = r" ?[^(\s|.,!?…。，、।۔،)]+";
     Ok(match pre {
-        "default" | "gpt-2" | "gpt2" | "mpt" | "olmo" => (vec![GPT2_PATTERN], false),
-        "starcoder" | "refact" | "command-r" => (vec![r"\p{N}", GPT2_PATTERN], false),
-        "falcon" => (
+        "default" => (
             vec![
-                r"[\p{P}\$\+<=>\^~\|`]+",
-                r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
-                r"[0-9][0-9][0-9]",
+                r"[\p{P}\$\+<=>\^~\|]+",
+                LLAMACPP_GPT2,
+                r"\p{N}+",
+                "[0-9][0-9][0-9]",
             ],
+            false,
+        ),
+        "gpt-2" | "gpt2" | "phi-2" | "mpt" | "olmo" | "jais" | "trillion" | "granite-docling" => {
+            (vec![GPT2_PATTERN], false)
+        }
+        "starcoder" | "refact" | "command-r" | "smollm" | "codeshell" | "exaone" => {
+            (vec![r"\p{N}", GPT2_PATTERN], false)
+        }
+        "falcon" => (
+            vec![r"[\p{P}\$\+<=>\^~\|`]+", LLAMACPP_GPT2, "[0-9][0-9][0-9]"],
             false,
         ),
         "deepseek-coder" => (
@@ -103,13 +124,31 @@ pub fn pre_patterns(pre: &str) -> Result<(Vec<&'static str>, bool)> {
             ],
             false,
         ),
+        "deepseek-llm" => (
+            vec![
+                "[\r\n]",
+                DEEPSEEK_LLM_LETTERS,
+                r"\s?[!-/:-~！-／：-～‘-‟　-。]+",
+                r"\s+$",
+                "[\u{4E00}-\u{9FA5}\u{0800}-\u{4E00}\u{AC00}-\u{D7FF}]+",
+                r"\p{N}+",
+            ],
+            false,
+        ),
+        "poro-chat" | "bloom" | "gpt3-finnish" => (vec![NOT_PUNCT], false),
+        "viking" => (vec![NOT_PUNCT, r"\p{N}"], false),
         "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => (vec![LLAMA3_PATTERN], true),
-        "qwen2" | "deepseek-r1-qwen" => (vec![QWEN2_PATTERN], false),
+        "dbrx" | "smaug-bpe" | "chatglm-bpe" => (vec![LLAMA3_PATTERN], false),
+        "qwen2" | "deepseek-r1-qwen" | "stablelm2" | "hunyuan" | "grok-2" => {
+            (vec![QWEN2_PATTERN], false)
+        }
         other => {
             return Err(tok_err!(
-                "tokenizer.ggml.pre {other:?} is not supported (known: default, gpt-2, mpt, olmo, starcoder, \
-                 refact, command-r, falcon, deepseek-coder, llama3, llama-v3, llama-bpe, falcon3, pixtral, \
-                 qwen2, deepseek-r1-qwen)"
+                "tokenizer.ggml.pre {other:?} is not supported (known: default, gpt-2, phi-2, mpt, olmo, jais, \
+                 trillion, granite-docling, starcoder, refact, command-r, smollm, codeshell, exaone, falcon, \
+                 deepseek-coder, deepseek-llm, poro-chat, bloom, gpt3-finnish, viking, llama3, llama-v3, \
+                 llama-bpe, falcon3, pixtral, dbrx, smaug-bpe, chatglm-bpe, qwen2, deepseek-r1-qwen, \
+                 stablelm2, hunyuan, grok-2)"
             ));
         }
     })
