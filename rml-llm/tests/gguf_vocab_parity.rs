@@ -23,6 +23,7 @@ const VOCABS: &[&str] = &[
     "falcon",
     "deepseek-coder",
     "deepseek-llm",
+    "qwen35",
 ];
 
 /// Splits the `.inp` (texts separated by `__ggml_vocab_test__` lines) and `.out` (one

@@ -24,7 +24,7 @@ use rml_host::formats::gguf::Gguf;
 use super::decoder::{Decoder, PostProcessor, TemplateItem};
 use super::model::{Bpe, BpeOptions, Model, Spm, Vocab, Wpm};
 use super::normalizer::Normalizer;
-use super::pattern::{GPT2_PATTERN, LLAMA3_PATTERN, Pattern, QWEN2_PATTERN};
+use super::pattern::{GPT2_PATTERN, LLAMA3_PATTERN, Pattern, QWEN2_PATTERN, QWEN35_PATTERN};
 use super::pretokenizer::{PreTokenizer, SplitBehavior};
 use super::util::{Result, tok_err};
 use super::{AddedToken, Tokenizer};
@@ -142,13 +142,14 @@ pub fn pre_patterns(pre: &str) -> Result<(Vec<&'static str>, bool)> {
         "qwen2" | "deepseek-r1-qwen" | "stablelm2" | "hunyuan" | "grok-2" => {
             (vec![QWEN2_PATTERN], false)
         }
+        "qwen35" => (vec![QWEN35_PATTERN], false),
         other => {
             return Err(tok_err!(
                 "tokenizer.ggml.pre {other:?} is not supported (known: default, gpt-2, phi-2, mpt, olmo, jais, \
                  trillion, granite-docling, starcoder, refact, command-r, smollm, codeshell, exaone, falcon, \
                  deepseek-coder, deepseek-llm, poro-chat, bloom, gpt3-finnish, viking, llama3, llama-v3, \
                  llama-bpe, falcon3, pixtral, dbrx, smaug-bpe, chatglm-bpe, qwen2, deepseek-r1-qwen, \
-                 stablelm2, hunyuan, grok-2)"
+                 stablelm2, hunyuan, grok-2, qwen35)"
             ));
         }
     })

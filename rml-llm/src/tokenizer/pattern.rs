@@ -5,13 +5,16 @@
 //! A pattern yields the non-empty, non-overlapping matches of a string, left to right, as
 //! byte ranges.
 
-use super::util::{Result, is_letter, is_number, is_space, tok_err};
+use super::util::{Result, is_letter, is_mark, is_number, is_space, tok_err};
 
 /// The GPT-2 pattern (also what ByteLevel applies when `use_regex` is true).
 pub const GPT2_PATTERN: &str =
     r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 /// The Llama 3 pattern (`tokenizer.ggml.pre` = `llama-bpe`).
 pub const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// The Qwen3.5 pattern (`tokenizer.ggml.pre` = `qwen35`): Qwen2 with combining marks
+/// counted as letters.
+pub const QWEN35_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// The Qwen2 pattern (`tokenizer.ggml.pre` = `qwen2`): Llama 3 with single digits.
 pub const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
@@ -20,10 +23,13 @@ pub const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]
 pub enum Pattern {
     /// The GPT-2 regex, matched by hand.
     Gpt2,
-    /// The Llama 3 regex (`max_digits` = 3) or the Qwen2 one (`max_digits` = 1), by hand.
+    /// The Llama 3 regex (`max_digits` = 3), the Qwen2 one (`max_digits` = 1) or the
+    /// Qwen3.5 one (also `marks`), by hand.
     Llama3 {
         /// Longest digit run one match takes.
         max_digits: usize,
+        /// Combining marks count as letters (Qwen3.5).
+        marks: bool,
     },
     /// Any other regex, through `fancy-regex`.
     Regex(Box<fancy_regex::Regex>),
@@ -38,8 +44,18 @@ impl Pattern {
     pub fn regex(source: &str) -> Result<Self> {
         match source {
             GPT2_PATTERN => Ok(Self::Gpt2),
-            LLAMA3_PATTERN => Ok(Self::Llama3 { max_digits: 3 }),
-            QWEN2_PATTERN => Ok(Self::Llama3 { max_digits: 1 }),
+            LLAMA3_PATTERN => Ok(Self::Llama3 {
+                max_digits: 3,
+                marks: false,
+            }),
+            QWEN2_PATTERN => Ok(Self::Llama3 {
+                max_digits: 1,
+                marks: false,
+            }),
+            QWEN35_PATTERN => Ok(Self::Llama3 {
+                max_digits: 1,
+                marks: true,
+            }),
             _ => fancy_regex::Regex::new(source)
                 .map(|r| Self::Regex(Box::new(r)))
                 .map_err(|e| tok_err!("regex {source:?} does not compile: {e}")),
@@ -51,7 +67,9 @@ impl Pattern {
         let mut out = Vec::new();
         match self {
             Self::Gpt2 => walk(s, &mut out, gpt2_at),
-            Self::Llama3 { max_digits } => walk(s, &mut out, |s, i| llama3_at(s, i, *max_digits)),
+            Self::Llama3 { max_digits, marks } => {
+                walk(s, &mut out, |s, i| llama3_at(s, i, *max_digits, *marks))
+            }
             Self::Regex(re) => {
                 let mut at = 0;
                 while at <= s.len() {
@@ -171,31 +189,33 @@ fn gpt2_at(s: &str, i: usize) -> usize {
     whitespace_at(s, i)
 }
 
-fn llama3_at(s: &str, i: usize, max_digits: usize) -> usize {
+fn llama3_at(s: &str, i: usize, max_digits: usize, marks: bool) -> usize {
     if let Some(end) = contraction_at(s, i, true) {
         return end;
     }
+    let is_let = |c: char| is_letter(c) || (marks && is_mark(c));
+    let is_sym = |c: char| !is_space(c) && !is_let(c) && !is_number(c);
     let c = char_at(s, i).unwrap_or(' ');
-    // [^\r\n\p{L}\p{N}]?\p{L}+
-    if is_letter(c) {
-        return run(s, i, usize::MAX, is_letter);
+    // [^\r\n\p{L}\p{N}]?\p{L}+ (letters and, for Qwen3.5, marks)
+    if is_let(c) {
+        return run(s, i, usize::MAX, is_let);
     }
     let next = char_at(s, i + c.len_utf8());
-    if c != '\r' && c != '\n' && !is_number(c) && next.is_some_and(is_letter) {
-        return run(s, i + c.len_utf8(), usize::MAX, is_letter);
+    if c != '\r' && c != '\n' && !is_number(c) && next.is_some_and(is_let) {
+        return run(s, i + c.len_utf8(), usize::MAX, is_let);
     }
     // \p{N}{1,max}
     if is_number(c) {
         return run(s, i, max_digits, is_number);
     }
     // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-    let sym_start = if c == ' ' && next.is_some_and(is_symbol) {
+    let sym_start = if c == ' ' && next.is_some_and(is_sym) {
         i + 1
     } else {
         i
     };
-    if char_at(s, sym_start).is_some_and(is_symbol) {
-        let end = run(s, sym_start, usize::MAX, is_symbol);
+    if char_at(s, sym_start).is_some_and(is_sym) {
+        let end = run(s, sym_start, usize::MAX, is_sym);
         return run(s, end, usize::MAX, |c| c == '\r' || c == '\n');
     }
     // `\s*[\r\n]+`: up to the last CR/LF of the whitespace run.
@@ -225,11 +245,31 @@ mod tests {
             "  leading\n trailing \t",
             " !! ?? \n\n\t",
             "'S 'Re 've",
+            "e\u{301}\u{302} \u{301}x !\u{301}? a\u{20dd}\n\u{301}",
         ];
         for (known, source) in [
             (Pattern::Gpt2, GPT2_PATTERN),
-            (Pattern::Llama3 { max_digits: 3 }, LLAMA3_PATTERN),
-            (Pattern::Llama3 { max_digits: 1 }, QWEN2_PATTERN),
+            (
+                Pattern::Llama3 {
+                    max_digits: 3,
+                    marks: false,
+                },
+                LLAMA3_PATTERN,
+            ),
+            (
+                Pattern::Llama3 {
+                    max_digits: 1,
+                    marks: false,
+                },
+                QWEN2_PATTERN,
+            ),
+            (
+                Pattern::Llama3 {
+                    max_digits: 1,
+                    marks: true,
+                },
+                QWEN35_PATTERN,
+            ),
         ] {
             let fancy = Pattern::Regex(Box::new(fancy_regex::Regex::new(source).unwrap()));
             for s in samples {
