@@ -83,6 +83,25 @@ proptest! {
     }
 
     #[test]
+    fn hand_matchers_equal_fancy_regex(
+        s in proptest::collection::vec(
+            prop_oneof![
+                Just(' '), Just('\n'), Just('\r'), Just('\t'), Just('\''), Just('s'), Just('L'),
+                Just('é'), Just('\u{301}'), Just('7'), Just('½'), Just('!'), Just('.'), Just('漢'),
+                Just('😀'), Just('\u{a0}'), Just('\u{2003}'), Just('_'), Just('R'), Just('e'),
+            ],
+            0..24,
+        ).prop_map(|v| v.into_iter().collect::<String>())
+    ) {
+        use rml_llm::tokenizer::pattern::{GPT2_PATTERN, LLAMA3_PATTERN, Pattern, QWEN2_PATTERN, QWEN35_PATTERN};
+        for source in [GPT2_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN, QWEN35_PATTERN] {
+            let hand = Pattern::regex(source).unwrap();
+            let fancy = Pattern::fancy(source).unwrap();
+            prop_assert_eq!(hand.find_all(&s), fancy.find_all(&s), "{} on {:?}", source, s);
+        }
+    }
+
+    #[test]
     fn decode_never_panics(ids in proptest::collection::vec(0u32..1300, 0..40)) {
         let tok = load("bpe_spm");
         let _ = tok.decode(&ids, false);

@@ -62,6 +62,14 @@ impl Pattern {
         }
     }
 
+    /// Compiles a regex with `fancy-regex` even when a hand matcher exists (for tests
+    /// that hold the two together).
+    pub fn fancy(source: &str) -> Result<Self> {
+        fancy_regex::Regex::new(source)
+            .map(|r| Self::Regex(Box::new(r)))
+            .map_err(|e| tok_err!("regex {source:?} does not compile: {e}"))
+    }
+
     /// The matches of `s` as byte ranges.
     pub fn find_all(&self, s: &str) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
