@@ -46,7 +46,7 @@ fn renderings_match_transformers() {
             )),
         }
     }
-    assert!(cases.len() >= 50);
+    assert!(cases.len() >= 58);
     assert!(
         failures.is_empty(),
         "{} of {} differ:\n{}",
