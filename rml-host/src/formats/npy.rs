@@ -488,6 +488,7 @@ pub struct NpzMember {
 pub struct Npz {
     buffer: Buffer,
     entries: Vec<zip::Entry>,
+    path: Option<std::path::PathBuf>,
 }
 
 fn member_error(e: Error, entry: &zip::Entry) -> Error {
@@ -512,13 +513,26 @@ impl Npz {
     /// validated when read).
     pub fn open(path: impl AsRef<Path>) -> Result<Npz> {
         let path = path.as_ref();
-        Npz::from_buffer(Buffer::map_file(path)?).map_err(|e| e.in_file(path))
+        let mut npz = Npz::from_buffer(Buffer::map_file(path)?).map_err(|e| e.in_file(path))?;
+        npz.path = Some(path.to_path_buf());
+        Ok(npz)
+    }
+
+    fn located(&self, e: Error) -> Error {
+        match &self.path {
+            Some(path) => e.in_file(path),
+            None => e,
+        }
     }
 
     /// Validates an archive image held in `buffer`.
     pub fn from_buffer(buffer: Buffer) -> Result<Npz> {
         let entries = zip::read_entries(buffer.as_bytes())?;
-        Ok(Npz { buffer, entries })
+        Ok(Npz {
+            buffer,
+            entries,
+            path: None,
+        })
     }
 
     /// Validates a copy of the archive image `bytes`.
@@ -568,8 +582,9 @@ impl Npz {
     /// The header of array `name` (inflating a compressed member to read it).
     pub fn header(&self, name: &str) -> Result<NpyHeader> {
         let entry = self.entry(name)?;
-        let bytes = zip::member_bytes(self.buffer.as_bytes(), entry)?;
-        parse_header(&bytes).map_err(|e| member_error(e, entry))
+        let bytes =
+            zip::member_bytes(self.buffer.as_bytes(), entry).map_err(|e| self.located(e))?;
+        parse_header(&bytes).map_err(|e| self.located(member_error(e, entry)))
     }
 
     /// Array `name`: a zero-copy window of the archive for stored little-endian
@@ -577,7 +592,8 @@ impl Npz {
     /// compressed ones. The member's CRC-32 is checked first.
     pub fn get(&self, name: &str) -> Result<Tensor> {
         let entry = self.entry(name)?;
-        let bytes = zip::member_bytes(self.buffer.as_bytes(), entry)?;
+        let bytes =
+            zip::member_bytes(self.buffer.as_bytes(), entry).map_err(|e| self.located(e))?;
         let result = match bytes {
             std::borrow::Cow::Borrowed(_) => {
                 tensor_in(&self.buffer, entry.data_start, entry.compressed_size)
@@ -587,7 +603,9 @@ impl Npz {
                 tensor_in(&buffer, 0, buffer.len())
             }
         };
-        result.map(|(_, t)| t).map_err(|e| member_error(e, entry))
+        result
+            .map(|(_, t)| t)
+            .map_err(|e| self.located(member_error(e, entry)))
     }
 }
 
