@@ -13,4 +13,5 @@
 
 pub use rml_core;
 
+pub mod gemm;
 pub mod isa;
