@@ -14,3 +14,4 @@
 pub use rml_core;
 
 pub mod isa;
+pub mod quant;
