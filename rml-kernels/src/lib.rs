@@ -15,3 +15,4 @@ pub use rml_core;
 
 pub mod gemm;
 pub mod isa;
+pub mod quant;
