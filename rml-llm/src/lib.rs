@@ -1,8 +1,25 @@
 //! # rml-llm
 //!
-//! The LLM runtime of rml. It will hold the tokenizers (tokenizer.json and GGUF
-//! vocabularies), chat templates, model configuration, the weight source over GGUF or
-//! safetensors, the decoder with its per-family hooks, the KV cache, samplers, the
-//! generation loop and the `rml-llm` CLI.
+//! The LLM runtime of rml. It holds the model configuration ([`config`]), the weight
+//! source over safetensors or GGUF ([`weights`]), the decoder with its per-family
+//! hooks ([`model`]), the KV cache ([`kv_cache`]) and the numeric pieces they share
+//! ([`rope`], [`attention`], [`ffn`], [`ops`]). Tokenizers, chat templates,
+//! samplers, the generation loop and the `rml-llm` CLI land here too.
 //!
 //! It depends on `rml-host` and the crates below it.
+
+pub mod attention;
+pub mod config;
+pub mod error;
+pub mod ffn;
+pub mod kv_cache;
+pub mod model;
+pub mod ops;
+pub mod rope;
+pub mod weights;
+
+pub use config::{Config, Family};
+pub use error::{Error, Result};
+pub use kv_cache::KvCache;
+pub use model::Model;
+pub use weights::{Convention, MemorySource, SafetensorsSource, WeightSource};
