@@ -7,7 +7,7 @@
 //!   with cheap views and checked conversion to `rml-core` views;
 //! - [`ThreadPool`]: a rayon pool with a deterministic static partition and a cost
 //!   threshold below which work stays on the calling thread;
-//! - [`formats`]: safetensors (single and sharded), `.npy`/`.npz` and checkpoints, read
+//! - [`formats`]: safetensors (single and sharded), GGUF, `.npy`/`.npz` and checkpoints, read
 //!   by mmap and validated completely before use, each with a writer;
 //! - [`Error`]: the crate's typed error, naming the file, field and tensor at fault;
 //! - the `rml-host` CLI (`rml-host inspect FILE`).

@@ -6,9 +6,10 @@
 //! Readers take a file image (`&[u8]` or a [`crate::Buffer`]) so they can be fuzzed
 //! without touching the file system; the `open` functions map the file and attach its
 //! path to errors.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod checkpoint;
+pub mod gguf;
 pub mod npy;
 pub mod safetensors;
 mod zip;
