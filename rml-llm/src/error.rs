@@ -42,6 +42,8 @@ pub enum Error {
     Input(String),
     /// An `rml-host` error (file formats, tensors).
     Host(rml_host::Error),
+    /// A GGUF reader error.
+    Gguf(rml_host::formats::gguf::GgufError),
     /// An `rml-core` / `rml-kernels` error, with the operation that hit it.
     Core {
         /// The operation.
@@ -94,6 +96,7 @@ impl fmt::Display for Error {
             ),
             Error::Input(what) => write!(f, "invalid input: {what}"),
             Error::Host(e) => write!(f, "{e}"),
+            Error::Gguf(e) => write!(f, "{e}"),
             Error::Core { context, source } => write!(f, "{context}: {source}"),
         }
     }
@@ -103,6 +106,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Host(e) => Some(e),
+            Error::Gguf(e) => Some(e),
             _ => None,
         }
     }

@@ -22,4 +22,4 @@ pub use config::{Config, Family};
 pub use error::{Error, Result};
 pub use kv_cache::KvCache;
 pub use model::Model;
-pub use weights::{Convention, MemorySource, SafetensorsSource, WeightSource};
+pub use weights::{Convention, GgufSource, MemorySource, SafetensorsSource, WeightSource};

@@ -251,8 +251,11 @@ impl Config {
             layer_kinds,
             attn_softcap,
             final_softcap,
-            // GGUF has no query_pre_attn_scalar; llama.cpp uses 1/sqrt(head_dim).
-            query_scale: (head_dim as f64).powf(-0.5) as f32,
+            // GGUF has no query_pre_attn_scalar; `attention.scale` when a file has it,
+            // else 1/sqrt(head_dim) as llama.cpp does.
+            query_scale: k
+                .opt_f64("attention.scale")?
+                .unwrap_or((head_dim as f64).powf(-0.5)) as f32,
             embed_scale: gemma.then(|| (hidden_size as f64).sqrt() as f32),
             // Biases are used when the file has them (see the weight loader).
             qkv_bias: family == Family::Qwen2,

@@ -189,14 +189,10 @@ fn load_layer(f: &Fetch<'_>, c: &Config, l: usize) -> Result<Layer> {
             .as_ref()
             .ok_or_else(|| Error::Input("MoE layer without MoE config".into()))?;
         let ff = moe.expert_intermediate;
-        if f.convention == Convention::Gguf {
-            return Err(Error::Input(
-                "stacked GGUF experts (ffn_*_exps) are not loaded yet".into(),
-            ));
-        }
-        Ffn::Moe(Moe {
-            router: f.linear(Role::Router(l), moe.n_experts, hidden)?,
-            experts: (0..moe.n_experts)
+        let experts = if f.convention == Convention::Gguf {
+            stacked_experts(f, l, moe.n_experts, ff, hidden)?
+        } else {
+            (0..moe.n_experts)
                 .map(|e| {
                     f.mlp(
                         Role::ExpertGate(l, e),
@@ -206,7 +202,11 @@ fn load_layer(f: &Fetch<'_>, c: &Config, l: usize) -> Result<Layer> {
                         hidden,
                     )
                 })
-                .collect::<Result<_>>()?,
+                .collect::<Result<_>>()?
+        };
+        Ffn::Moe(Moe {
+            router: f.linear(Role::Router(l), moe.n_experts, hidden)?,
+            experts,
             top_k: moe.top_k,
             normalize: moe.normalize_top_k,
         })
@@ -254,4 +254,32 @@ fn load_layer(f: &Fetch<'_>, c: &Config, l: usize) -> Result<Layer> {
         },
         local_rope: kind == LayerKind::Sliding,
     })
+}
+
+/// GGUF experts: one `[n_experts, rows, cols]` tensor per projection
+/// (`ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`), split into per-expert MLPs.
+fn stacked_experts(
+    f: &Fetch<'_>,
+    l: usize,
+    n: usize,
+    ff: usize,
+    hidden: usize,
+) -> Result<Vec<Mlp>> {
+    let split = |role, rows: usize, cols: usize| -> Result<Vec<Vec<f32>>> {
+        let w = f.required(role, &[n, rows, cols])?;
+        Ok(split_rows(&w, cols, &vec![rows; n]))
+    };
+    let gates = split(Role::ExpertGate(l, 0), ff, hidden)?;
+    let ups = split(Role::ExpertUp(l, 0), ff, hidden)?;
+    let downs = split(Role::ExpertDown(l, 0), hidden, ff)?;
+    Ok(gates
+        .into_iter()
+        .zip(ups)
+        .zip(downs)
+        .map(|((g, u), d)| Mlp {
+            gate: Linear::new(g, None, ff, hidden),
+            up: Linear::new(u, None, ff, hidden),
+            down: Linear::new(d, None, hidden, ff),
+        })
+        .collect())
 }

@@ -1,9 +1,10 @@
 //! Where weights come from: the [`WeightSource`] trait (named tensors with dtype,
-//! shape and bytes), its safetensors implementation (single file or sharded set)
-//! and an in-memory one, the Hugging Face ⇄ GGUF naming map ([`names`]) and the
+//! shape and bytes), its safetensors (single file or sharded set), GGUF and in-memory
+//! implementations, the Hugging Face ⇄ GGUF naming map ([`names`]) and the
 //! conversions the loader applies ([`transform`]: Q/K row permutation, Gemma's
 //! `1 + w` norms, fused-projection splits).
 
+pub mod gguf;
 pub mod names;
 pub mod transform;
 
@@ -13,6 +14,7 @@ use std::path::Path;
 use rml_host::Tensor;
 use rml_host::formats::safetensors::{SafeTensors, ShardedSafeTensors};
 
+pub use gguf::GgufSource;
 pub use names::{Convention, Part, Role};
 
 use crate::error::{Error, Result};
