@@ -7,7 +7,8 @@ use rml_core::{Shape, TensorView, TensorViewMut};
 
 use crate::config::Activation;
 use crate::error::{Error, Result};
-use crate::ops::{Linear, gated};
+use crate::linear::Linear;
+use crate::ops::gated;
 
 /// A gated MLP.
 #[derive(Clone, Debug)]
@@ -156,7 +157,7 @@ mod tests {
     use super::*;
 
     fn moe(top_k: usize, normalize: bool) -> Moe {
-        let zero = |o, i| Linear::new(vec![0.0; o * i], None, o, i);
+        let zero = |o, i| Linear::from_f32(vec![0.0; o * i], None, o, i);
         Moe {
             router: zero(4, 2),
             experts: (0..4)

@@ -3,7 +3,7 @@
 //! The LLM runtime of rml. It holds the model configuration ([`config`]), the weight
 //! source over safetensors or GGUF ([`weights`]), the decoder with its per-family
 //! hooks ([`model`]), the KV cache ([`kv_cache`]) and the numeric pieces they share
-//! ([`rope`], [`attention`], [`ffn`], [`ops`]). Tokenizers, chat templates,
+//! ([`rope`], [`attention`], [`ffn`], [`linear`], [`ops`]). Tokenizers, chat templates,
 //! samplers, the generation loop and the `rml-llm` CLI land here too.
 //!
 //! It depends on `rml-host` and the crates below it.
@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod ffn;
 pub mod kv_cache;
+pub mod linear;
 pub mod model;
 pub mod ops;
 pub mod rope;
@@ -21,5 +22,5 @@ pub mod weights;
 pub use config::{Config, Family};
 pub use error::{Error, Result};
 pub use kv_cache::KvCache;
-pub use model::Model;
+pub use model::{LoadOptions, Model};
 pub use weights::{Convention, GgufSource, MemorySource, SafetensorsSource, WeightSource};

@@ -1,4 +1,4 @@
-//! The few numeric building blocks the decoder composes: a linear layer on the
+//! The few numeric building blocks the decoder composes: the f32 projection on the
 //! `rml-kernels` GEMV, RMSNorm over rows and soft-capping on the `rml-core`
 //! reference ops, and the MLP activations.
 
@@ -9,53 +9,6 @@ use rml_kernels::gemm::{Epilogue, MatMut, MatRef, gemv_nk};
 
 use crate::config::Activation;
 use crate::error::{Error, Result};
-
-/// `y = x·Wᵀ + b` with `W` stored `[out, in]` (one row per output) in f32.
-#[derive(Clone, Debug)]
-pub struct Linear {
-    weight: Vec<f32>,
-    bias: Option<Vec<f32>>,
-    out_dim: usize,
-    in_dim: usize,
-}
-
-impl Linear {
-    /// A layer from a row-major `[out_dim, in_dim]` weight and an optional bias.
-    pub fn new(weight: Vec<f32>, bias: Option<Vec<f32>>, out_dim: usize, in_dim: usize) -> Linear {
-        debug_assert_eq!(weight.len(), out_dim * in_dim);
-        Linear {
-            weight,
-            bias,
-            out_dim,
-            in_dim,
-        }
-    }
-
-    /// Outputs per row.
-    pub fn out_dim(&self) -> usize {
-        self.out_dim
-    }
-
-    /// Inputs per row.
-    pub fn in_dim(&self) -> usize {
-        self.in_dim
-    }
-
-    /// The weight, row-major `[out_dim, in_dim]`.
-    pub fn weight(&self) -> &[f32] {
-        &self.weight
-    }
-
-    /// Bytes of parameters held.
-    pub fn bytes(&self) -> usize {
-        (self.weight.len() + self.bias.as_ref().map_or(0, Vec::len)) * size_of::<f32>()
-    }
-
-    /// `y[m × out] = x[m × in]·Wᵀ + b`.
-    pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
-        project(x, m, &self.weight, self.bias.as_deref(), self.out_dim, y)
-    }
-}
 
 /// `y[m × out] = x[m × in]·Wᵀ + b` for a row-major `[out, in]` weight `w`, on the
 /// `rml-kernels` GEMV (each weight row streamed once per group of 8 rows of `x`).
@@ -131,20 +84,6 @@ pub fn gated(activation: Activation, gate: &mut [f32], up: &[f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn linear_matches_a_hand_product() {
-        let l = Linear::new(
-            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-            Some(vec![0.5, -1.0]),
-            2,
-            3,
-        );
-        let mut y = [0.0; 4];
-        l.forward(&[1.0, 0.0, -1.0, 2.0, 1.0, 0.0], 2, &mut y)
-            .unwrap();
-        assert_eq!(y, [-1.5, -3.0, 4.5, 12.0]);
-    }
 
     #[test]
     fn rms_norm_rows_normalizes_each_row() {

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use rml_host::formats::safetensors::SafeTensors;
 use rml_llm::config::LayerKind;
-use rml_llm::{Config, Family, GgufSource, Model};
+use rml_llm::linear::Matrix;
+use rml_llm::{Config, Family, GgufSource, LoadOptions, Model};
 
 /// Float files hold the reference's exact weights (F16 holds BF16 values exactly).
 const REL_TOL: f32 = 1e-4;
@@ -67,10 +68,30 @@ fn llama_f32_gguf_with_permuted_qk_and_rope_freqs_matches_transformers() {
 }
 
 #[test]
-fn llama_q8_0_gguf_stays_close_to_transformers() {
+fn llama_q8_0_gguf_stays_close_to_transformers_quantized_or_dequantized() {
     let err = worst_error("llama", &load("llama", "model-q8_0.gguf"));
-    assert!(err <= Q8_0_REL_TOL, "relative error {err}");
+    assert!(
+        err <= Q8_0_REL_TOL,
+        "quantized dot products: relative error {err}"
+    );
     assert!(err > 0.0, "Q8_0 weights cannot be exact");
+    let src = GgufSource::open(dir("llama").join("model-q8_0.gguf")).unwrap();
+    let config = Config::from_metadata(&src).unwrap();
+    let options = LoadOptions { dequantize: true };
+    let dequantized = Model::load_with(config, &src, options).unwrap();
+    let err = worst_error("llama", &dequantized);
+    assert!(
+        err <= Q8_0_REL_TOL,
+        "dequantized weights: relative error {err}"
+    );
+}
+
+#[test]
+fn quantized_projections_stay_quantized_and_use_less_memory() {
+    let q8 = load("llama", "model-q8_0.gguf");
+    let f32 = load("llama", "model-f32.gguf");
+    assert!(q8.parameter_bytes() < f32.parameter_bytes() / 2);
+    assert!(matches!(q8.layer(0).q().weight(), Matrix::Quantized { .. }));
 }
 
 #[test]

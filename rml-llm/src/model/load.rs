@@ -10,16 +10,25 @@ use crate::attention::AttentionSpec;
 use crate::config::{Config, Family, LayerKind, RopeScaling};
 use crate::error::{Error, Result};
 use crate::ffn::{Ffn, Mlp, Moe};
-use crate::ops::Linear;
+use crate::linear::{Linear, Matrix};
 use crate::rope::{Rope, RopeLayout};
-use crate::weights::transform::{split_rows, to_f32};
+use crate::weights::transform::to_f32;
 use crate::weights::{Convention, Part, Role, WeightSource};
+
+/// How [`Model::load_with`] treats the weights.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Convert quantized projection weights to f32 at load instead of running the
+    /// quantized dot products on them.
+    pub dequantize: bool,
+}
 
 /// Fetches tensors by role in the source's convention.
 struct Fetch<'a> {
     src: &'a dyn WeightSource,
     family: Family,
     convention: Convention,
+    keep_quantized: bool,
 }
 
 impl Fetch<'_> {
@@ -28,7 +37,8 @@ impl Fetch<'_> {
         Ok(self.src.tensor(&name)?.map(|t| (name, t)))
     }
 
-    fn optional(&self, role: Role, dims: &[usize]) -> Result<Option<Vec<f32>>> {
+    /// The tensor of `role` with shape `dims`, or `None` when absent.
+    fn checked(&self, role: Role, dims: &[usize]) -> Result<Option<(String, Tensor)>> {
         let Some((name, t)) = self.raw(role)? else {
             return Ok(None);
         };
@@ -39,7 +49,23 @@ impl Fetch<'_> {
                 got: t.dims().to_vec(),
             });
         }
-        to_f32(&name, &t).map(Some)
+        Ok(Some((name, t)))
+    }
+
+    fn optional(&self, role: Role, dims: &[usize]) -> Result<Option<Vec<f32>>> {
+        self.checked(role, dims)?
+            .map(|(name, t)| to_f32(&name, &t))
+            .transpose()
+    }
+
+    /// A projection weight (kept quantized when allowed) of shape `dims`.
+    fn matrix(&self, role: Role, dims: &[usize]) -> Result<Matrix> {
+        let (name, t) = self
+            .checked(role, dims)?
+            .ok_or_else(|| Error::MissingTensor {
+                name: role.name(self.family, self.convention),
+            })?;
+        Matrix::from_tensor(&name, &t, self.keep_quantized)
     }
 
     fn required(&self, role: Role, dims: &[usize]) -> Result<Vec<f32>> {
@@ -60,12 +86,7 @@ impl Fetch<'_> {
     }
 
     fn linear(&self, role: Role, out: usize, inp: usize) -> Result<Linear> {
-        Ok(Linear::new(
-            self.required(role, &[out, inp])?,
-            None,
-            out,
-            inp,
-        ))
+        Ok(Linear::new(self.matrix(role, &[out, inp])?, None, out, inp))
     }
 
     fn projection(
@@ -76,7 +97,7 @@ impl Fetch<'_> {
         inp: usize,
         bias: bool,
     ) -> Result<Linear> {
-        let w = self.required(make(layer, Part::Weight), &[out, inp])?;
+        let w = self.matrix(make(layer, Part::Weight), &[out, inp])?;
         let b = if bias {
             Some(self.required(make(layer, Part::Bias), &[out])?)
         } else {
@@ -95,12 +116,23 @@ impl Fetch<'_> {
 }
 
 impl Model {
-    /// Loads every weight `config` implies from `src`.
-    pub fn load(mut config: Config, src: &dyn WeightSource) -> Result<Model> {
+    /// Loads every weight `config` implies from `src`, keeping quantized
+    /// projections quantized.
+    pub fn load(config: Config, src: &dyn WeightSource) -> Result<Model> {
+        Model::load_with(config, src, LoadOptions::default())
+    }
+
+    /// [`Model::load`] with options.
+    pub fn load_with(
+        mut config: Config,
+        src: &dyn WeightSource,
+        options: LoadOptions,
+    ) -> Result<Model> {
         let f = Fetch {
             src,
             family: config.family,
             convention: src.convention(),
+            keep_quantized: !options.dequantize,
         };
         let c = &config;
         let (vocab, hidden) = (c.vocab_size, c.hidden_size);
@@ -109,8 +141,13 @@ impl Model {
         let output = if c.tie_embeddings {
             None
         } else {
-            match f.optional(Role::Output, &[vocab, hidden])? {
-                Some(w) => Some(Linear::new(w, None, vocab, hidden)),
+            match f.checked(Role::Output, &[vocab, hidden])? {
+                Some((name, t)) => Some(Linear::new(
+                    Matrix::from_tensor(&name, &t, f.keep_quantized)?,
+                    None,
+                    vocab,
+                    hidden,
+                )),
                 // GGUF drops `output.weight` when the embeddings are tied.
                 None if f.convention == Convention::Gguf => None,
                 None => {
@@ -162,9 +199,14 @@ fn load_layer(f: &Fetch<'_>, c: &Config, l: usize) -> Result<Layer> {
     let (hidden, hd) = (c.hidden_size, c.head_dim);
     let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
     let (q, k, v) = if c.family == Family::Phi3 {
-        let fused = f.required(Role::Qkv(l), &[q_dim + 2 * kv_dim, hidden])?;
-        let mut parts = split_rows(&fused, hidden, &[q_dim, kv_dim, kv_dim]).into_iter();
-        let mut next = |rows| Linear::new(parts.next().unwrap_or_default(), None, rows, hidden);
+        let fused = f.matrix(Role::Qkv(l), &[q_dim + 2 * kv_dim, hidden])?;
+        let mut parts = fused
+            .split_rows(hidden, &[q_dim, kv_dim, kv_dim])?
+            .into_iter();
+        let mut next = |rows| {
+            let part = parts.next().unwrap_or(Matrix::F32(Vec::new()));
+            Linear::new(part, None, rows, hidden)
+        };
         (next(q_dim), next(kv_dim), next(kv_dim))
     } else {
         (
@@ -212,9 +254,16 @@ fn load_layer(f: &Fetch<'_>, c: &Config, l: usize) -> Result<Layer> {
         })
     } else if c.family == Family::Phi3 {
         let ff = c.intermediate_size;
-        let fused = f.required(Role::GateUp(l), &[2 * ff, hidden])?;
-        let mut parts = split_rows(&fused, hidden, &[ff, ff]).into_iter();
-        let mut next = || Linear::new(parts.next().unwrap_or_default(), None, ff, hidden);
+        let fused = f.matrix(Role::GateUp(l), &[2 * ff, hidden])?;
+        let mut parts = fused.split_rows(hidden, &[ff, ff])?.into_iter();
+        let mut next = || {
+            Linear::new(
+                parts.next().unwrap_or(Matrix::F32(Vec::new())),
+                None,
+                ff,
+                hidden,
+            )
+        };
         Ffn::Dense(Mlp {
             gate: next(),
             up: next(),
@@ -265,9 +314,9 @@ fn stacked_experts(
     ff: usize,
     hidden: usize,
 ) -> Result<Vec<Mlp>> {
-    let split = |role, rows: usize, cols: usize| -> Result<Vec<Vec<f32>>> {
-        let w = f.required(role, &[n, rows, cols])?;
-        Ok(split_rows(&w, cols, &vec![rows; n]))
+    let split = |role, rows: usize, cols: usize| -> Result<Vec<Matrix>> {
+        f.matrix(role, &[n, rows, cols])?
+            .split_rows(cols, &vec![rows; n])
     };
     let gates = split(Role::ExpertGate(l, 0), ff, hidden)?;
     let ups = split(Role::ExpertUp(l, 0), ff, hidden)?;

@@ -4,16 +4,20 @@
 //!
 //! Per layer: `h = x + post_attn(Attn(n1(x)))`, `x = h + post_ffn(Ffn(n2(h)))`, then
 //! `logits = cap(W_out · norm(x))`. Computation is f32 on the `rml-kernels` GEMV and
-//! the `rml-core` reference norm/softmax/activation ops.
+//! the `rml-core` reference norm/softmax/activation ops; quantized weights run on the
+//! `rml-kernels` quantized GEMM (see [`crate::linear`]).
 
 mod load;
+
+pub use load::LoadOptions;
 
 use crate::attention::AttentionSpec;
 use crate::config::{Config, LayerKind};
 use crate::error::{Error, Result};
 use crate::ffn::{Ffn, FfnScratch};
 use crate::kv_cache::KvCache;
-use crate::ops::{Linear, project, rms_norm_in_place, rms_norm_rows, softcap};
+use crate::linear::Linear;
+use crate::ops::{project, rms_norm_in_place, rms_norm_rows, softcap};
 use crate::rope::Rope;
 
 /// The weights of one decoder layer.
@@ -66,6 +70,11 @@ impl Model {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Layer `index` (panics past the last layer).
+    pub fn layer(&self, index: usize) -> &Layer {
+        &self.layers[index]
     }
 
     /// An empty KV cache for up to `capacity` positions.
@@ -221,6 +230,11 @@ impl Model {
 }
 
 impl Layer {
+    /// The query projection.
+    pub fn q(&self) -> &Linear {
+        &self.q
+    }
+
     /// Whether this layer attends through a sliding window.
     pub fn kind(&self) -> LayerKind {
         if self.attention.window.is_some() {

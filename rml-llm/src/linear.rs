@@ -1,0 +1,198 @@
+//! Linear layers over f32 or GGML-quantized weights.
+//!
+//! A [`Matrix`] is kept in the form the file had when a quantized dot product exists
+//! for it (Q4_0 … Q8_0, K-quants): the activations are quantized once per call to the
+//! weight's `vec_dot_type` and the `rml-kernels` quantized GEMM runs on the blocks.
+//! Float weights (F32, F16, BF16) are held as f32 and run on the f32 GEMV.
+
+use rml_core::DType;
+use rml_host::Tensor;
+use rml_kernels::quant;
+
+use crate::error::{Error, Result};
+use crate::ops::project;
+use crate::weights::transform::{split_rows, to_f32};
+
+/// The weight of a linear layer, row-major `[out, in]`.
+#[derive(Clone, Debug)]
+pub enum Matrix {
+    /// f32 values.
+    F32(Vec<f32>),
+    /// GGML blocks of `dtype`, one row after the other.
+    Quantized {
+        /// The block type.
+        dtype: DType,
+        /// The blocks.
+        bytes: Vec<u8>,
+    },
+}
+
+impl Matrix {
+    /// The tensor's values, kept quantized when `keep_quantized` and a quantized dot
+    /// product exists for its dtype, else converted to f32.
+    pub fn from_tensor(name: &str, t: &Tensor, keep_quantized: bool) -> Result<Matrix> {
+        let dtype = t.dtype();
+        if keep_quantized && dtype.is_quantized() && quant::is_weight_type(dtype) {
+            return Ok(Matrix::Quantized {
+                dtype,
+                bytes: t.contiguous_bytes()?.to_vec(),
+            });
+        }
+        to_f32(name, t).map(Matrix::F32)
+    }
+
+    /// Splits a `[Σ rows, cols]` matrix into consecutive row blocks.
+    pub fn split_rows(self, cols: usize, rows: &[usize]) -> Result<Vec<Matrix>> {
+        match self {
+            Matrix::F32(w) => Ok(split_rows(&w, cols, rows)
+                .into_iter()
+                .map(Matrix::F32)
+                .collect()),
+            Matrix::Quantized { dtype, bytes } => {
+                let rb =
+                    quant::row_bytes(dtype, cols).map_err(Error::core("split quantized rows"))?;
+                Ok(split_rows_bytes(&bytes, rb, rows)
+                    .into_iter()
+                    .map(|bytes| Matrix::Quantized { dtype, bytes })
+                    .collect())
+            }
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Matrix::F32(w) => w.len() * size_of::<f32>(),
+            Matrix::Quantized { bytes, .. } => bytes.len(),
+        }
+    }
+}
+
+fn split_rows_bytes(bytes: &[u8], row_bytes: usize, rows: &[usize]) -> Vec<Vec<u8>> {
+    let mut start = 0;
+    rows.iter()
+        .map(|&r| {
+            let block = bytes[start * row_bytes..(start + r) * row_bytes].to_vec();
+            start += r;
+            block
+        })
+        .collect()
+}
+
+/// `y = x·Wᵀ + b`.
+#[derive(Clone, Debug)]
+pub struct Linear {
+    weight: Matrix,
+    bias: Option<Vec<f32>>,
+    out_dim: usize,
+    in_dim: usize,
+}
+
+impl Linear {
+    /// A layer from a `[out_dim, in_dim]` weight and an optional bias.
+    pub fn new(weight: Matrix, bias: Option<Vec<f32>>, out_dim: usize, in_dim: usize) -> Linear {
+        Linear {
+            weight,
+            bias,
+            out_dim,
+            in_dim,
+        }
+    }
+
+    /// A layer over f32 values.
+    pub fn from_f32(
+        weight: Vec<f32>,
+        bias: Option<Vec<f32>>,
+        out_dim: usize,
+        in_dim: usize,
+    ) -> Linear {
+        Linear::new(Matrix::F32(weight), bias, out_dim, in_dim)
+    }
+
+    /// Outputs per row.
+    pub fn out_dim(&self) -> usize {
+        self.out_dim
+    }
+
+    /// Inputs per row.
+    pub fn in_dim(&self) -> usize {
+        self.in_dim
+    }
+
+    /// The weight.
+    pub fn weight(&self) -> &Matrix {
+        &self.weight
+    }
+
+    /// Bytes of parameters held.
+    pub fn bytes(&self) -> usize {
+        self.weight.bytes() + self.bias.as_ref().map_or(0, Vec::len) * size_of::<f32>()
+    }
+
+    /// `y[m × out] = x[m × in]·Wᵀ + b`.
+    pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+        match &self.weight {
+            Matrix::F32(w) => project(x, m, w, self.bias.as_deref(), self.out_dim, y),
+            Matrix::Quantized { dtype, bytes } => {
+                let ctx = || Error::core("quantized linear");
+                let (k, n) = (self.in_dim, self.out_dim);
+                let mut scratch = vec![0u8; quant::gemm_scratch_len(*dtype, m, k).map_err(ctx())?];
+                let y = &mut y[..m * n];
+                quant::gemm(*dtype, bytes, k, &x[..m * k], m, 0..n, y, n, &mut scratch)
+                    .map_err(ctx())?;
+                if let Some(b) = &self.bias {
+                    for row in y.chunks_exact_mut(n) {
+                        row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f32_linear_matches_a_hand_product() {
+        let l = Linear::from_f32(
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            Some(vec![0.5, -1.0]),
+            2,
+            3,
+        );
+        let mut y = [0.0; 4];
+        l.forward(&[1.0, 0.0, -1.0, 2.0, 1.0, 0.0], 2, &mut y)
+            .unwrap();
+        assert_eq!(y, [-1.5, -3.0, 4.5, 12.0]);
+    }
+
+    #[test]
+    fn q8_0_linear_is_close_to_the_dequantized_one_and_splits_by_rows() {
+        let (n, k) = (6, 64);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+            .collect();
+        let mut blocks = vec![0u8; DType::Q8_0.storage_bytes(n * k).unwrap()];
+        rml_core::quant::quantize_bytes(DType::Q8_0, &w, &mut blocks).unwrap();
+        let t = Tensor::from_raw(DType::Q8_0, &[n, k], &blocks).unwrap();
+        let q = Matrix::from_tensor("w", &t, true).unwrap();
+        let f = Matrix::from_tensor("w", &t, false).unwrap();
+        assert!(matches!(q, Matrix::Quantized { .. }) && matches!(f, Matrix::F32(_)));
+        let x: Vec<f32> = (0..2 * k).map(|i| (i as f32 * 0.1).sin()).collect();
+        let (mut yq, mut yf) = (vec![0.0; 2 * n], vec![0.0; 2 * n]);
+        let bias = Some(vec![1.0; n]);
+        Linear::new(q.clone(), bias.clone(), n, k)
+            .forward(&x, 2, &mut yq)
+            .unwrap();
+        Linear::new(f, bias, n, k).forward(&x, 2, &mut yf).unwrap();
+        for (a, b) in yq.iter().zip(&yf) {
+            assert!((a - b).abs() < 2e-2 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+        let parts = q.split_rows(k, &[2, 4]).unwrap();
+        assert_eq!(parts[0].bytes() * 2, parts[1].bytes());
+        assert_eq!(parts[0].bytes() + parts[1].bytes(), blocks.len());
+    }
+}
