@@ -22,23 +22,22 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// `out[m × hidden] = down(act(gate·x) ⊙ up·x)`; `g`, `u` are scratch.
+    /// `out[m × hidden] = down(act(gate·x) ⊙ up·x)`.
     fn forward(
         &self,
         act: Activation,
         x: &[f32],
         m: usize,
         out: &mut [f32],
-        g: &mut Vec<f32>,
-        u: &mut Vec<f32>,
+        s: &mut FfnScratch,
     ) -> Result<()> {
         let ff = self.gate.out_dim();
-        g.resize(m * ff, 0.0);
-        u.resize(m * ff, 0.0);
-        self.gate.forward(x, m, g)?;
-        self.up.forward(x, m, u)?;
-        gated(act, g, u);
-        self.down.forward(g, m, out)
+        s.gate.resize(m * ff, 0.0);
+        s.up.resize(m * ff, 0.0);
+        self.gate.forward(x, m, &mut s.gate, &mut s.quant)?;
+        self.up.forward(x, m, &mut s.up, &mut s.quant)?;
+        gated(act, &mut s.gate, &s.up);
+        self.down.forward(&s.gate, m, out, &mut s.quant)
     }
 }
 
@@ -56,38 +55,45 @@ pub struct Moe {
 }
 
 impl Moe {
-    /// The chosen experts of one token and their weights, in expert order.
-    pub fn route(&self, logits: &[f32]) -> Result<Vec<(usize, f32)>> {
+    /// Writes the chosen experts of one token and their weights, in expert order,
+    /// into `chosen`; `probs` is scratch (both grow only past their capacity).
+    pub fn route(
+        &self,
+        logits: &[f32],
+        probs: &mut Vec<f32>,
+        chosen: &mut Vec<(usize, f32)>,
+    ) -> Result<()> {
         let ctx = || Error::core("router softmax");
-        let shape = Shape::new(&[logits.len()]).map_err(ctx())?;
-        let mut probs = vec![0.0; logits.len()];
+        let n = logits.len();
+        let shape = Shape::new(&[n]).map_err(ctx())?;
+        probs.resize(n, 0.0);
         let lv = TensorView::new(logits, shape).map_err(ctx())?;
         softmax(
             &lv,
             0,
-            &mut TensorViewMut::new(&mut probs, shape).map_err(ctx())?,
+            &mut TensorViewMut::new(probs, shape).map_err(ctx())?,
         )
         .map_err(ctx())?;
-        let mut order: Vec<usize> = (0..probs.len()).collect();
-        // Highest probability first; ties go to the lower expert index.
-        order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
-        order.truncate(self.top_k);
-        let sum: f32 = order.iter().map(|&e| probs[e]).sum();
-        let mut chosen: Vec<(usize, f32)> = order
-            .into_iter()
-            .map(|e| {
-                (
-                    e,
-                    if self.normalize {
-                        probs[e] / sum
-                    } else {
-                        probs[e]
-                    },
-                )
-            })
-            .collect();
-        chosen.sort_by_key(|&(e, _)| e);
-        Ok(chosen)
+        // Top-k by repeated selection: highest probability first, ties to the lower index.
+        chosen.clear();
+        for _ in 0..self.top_k.min(n) {
+            let best = (0..n).filter(|e| !chosen.iter().any(|c| c.0 == *e)).fold(
+                None,
+                |best: Option<usize>, e| match best {
+                    Some(b) if probs[b] >= probs[e] => Some(b),
+                    _ => Some(e),
+                },
+            );
+            if let Some(e) = best {
+                chosen.push((e, probs[e]));
+            }
+        }
+        if self.normalize {
+            let sum: f32 = chosen.iter().map(|c| c.1).sum();
+            chosen.iter_mut().for_each(|c| c.1 /= sum);
+        }
+        chosen.sort_unstable_by_key(|c| c.0);
+        Ok(())
     }
 }
 
@@ -107,6 +113,31 @@ pub struct FfnScratch {
     up: Vec<f32>,
     logits: Vec<f32>,
     expert_out: Vec<f32>,
+    probs: Vec<f32>,
+    chosen: Vec<(usize, f32)>,
+    quant: Vec<u8>,
+}
+
+impl FfnScratch {
+    /// Buffers for up to `m` rows of width `hidden`, MLPs up to `ff` wide, up to
+    /// `n_experts` experts, and `quant_bytes` of quantized activations.
+    pub fn with_capacity(
+        m: usize,
+        hidden: usize,
+        ff: usize,
+        n_experts: usize,
+        quant_bytes: usize,
+    ) -> FfnScratch {
+        FfnScratch {
+            gate: Vec::with_capacity(m * ff),
+            up: Vec::with_capacity(m * ff),
+            logits: Vec::with_capacity(m * n_experts),
+            expert_out: Vec::with_capacity(hidden),
+            probs: Vec::with_capacity(n_experts),
+            chosen: Vec::with_capacity(n_experts),
+            quant: Vec::with_capacity(quant_bytes),
+        }
+    }
 }
 
 impl Ffn {
@@ -120,32 +151,33 @@ impl Ffn {
         s: &mut FfnScratch,
     ) -> Result<()> {
         match self {
-            Ffn::Dense(mlp) => mlp.forward(act, x, m, out, &mut s.gate, &mut s.up),
+            Ffn::Dense(mlp) => mlp.forward(act, x, m, out, s),
             Ffn::Moe(moe) => {
                 let hidden = moe.router.in_dim();
                 let n_experts = moe.router.out_dim();
                 s.logits.resize(m * n_experts, 0.0);
-                moe.router.forward(x, m, &mut s.logits)?;
-                s.expert_out.resize(hidden, 0.0);
+                moe.router.forward(x, m, &mut s.logits, &mut s.quant)?;
+                let mut expert_out = std::mem::take(&mut s.expert_out);
+                let mut chosen = std::mem::take(&mut s.chosen);
+                expert_out.resize(hidden, 0.0);
                 for t in 0..m {
                     let row = &x[t * hidden..(t + 1) * hidden];
                     let o = &mut out[t * hidden..(t + 1) * hidden];
                     o.fill(0.0);
-                    let chosen = moe.route(&s.logits[t * n_experts..(t + 1) * n_experts])?;
-                    for (e, w) in chosen {
-                        moe.experts[e].forward(
-                            act,
-                            row,
-                            1,
-                            &mut s.expert_out,
-                            &mut s.gate,
-                            &mut s.up,
-                        )?;
-                        for (oi, ei) in o.iter_mut().zip(&s.expert_out) {
+                    moe.route(
+                        &s.logits[t * n_experts..(t + 1) * n_experts],
+                        &mut s.probs,
+                        &mut chosen,
+                    )?;
+                    for &(e, w) in &chosen {
+                        moe.experts[e].forward(act, row, 1, &mut expert_out, s)?;
+                        for (oi, ei) in o.iter_mut().zip(&expert_out) {
                             *oi += w * ei;
                         }
                     }
                 }
+                s.expert_out = expert_out;
+                s.chosen = chosen;
                 Ok(())
             }
         }
@@ -175,12 +207,17 @@ mod tests {
     #[test]
     fn routing_picks_the_top_k_and_renormalizes() {
         let logits = [0.0, 2.0, 1.0, 2.0];
-        let chosen = moe(2, true).route(&logits).unwrap();
+        let (mut probs, mut chosen) = (Vec::new(), Vec::new());
+        moe(2, true)
+            .route(&logits, &mut probs, &mut chosen)
+            .unwrap();
         assert_eq!(chosen.iter().map(|c| c.0).collect::<Vec<_>>(), [1, 3]);
         assert!((chosen[0].1 - 0.5).abs() < 1e-6 && (chosen[1].1 - 0.5).abs() < 1e-6);
-        let raw = moe(1, false).route(&logits).unwrap();
-        assert_eq!(raw.len(), 1);
-        assert_eq!(raw[0].0, 1);
-        assert!(raw[0].1 < 0.5);
+        moe(1, false)
+            .route(&logits, &mut probs, &mut chosen)
+            .unwrap();
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(chosen[0].0, 1, "ties go to the lower expert index");
+        assert!(chosen[0].1 < 0.5);
     }
 }

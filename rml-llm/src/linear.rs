@@ -129,17 +129,28 @@ impl Linear {
         self.weight.bytes() + self.bias.as_ref().map_or(0, Vec::len) * size_of::<f32>()
     }
 
-    /// `y[m × out] = x[m × in]·Wᵀ + b`.
-    pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+    /// Bytes of activation scratch [`Linear::forward`] needs for `m` rows (0 for
+    /// f32 weights).
+    pub fn scratch_bytes(&self, m: usize) -> Result<usize> {
+        match &self.weight {
+            Matrix::F32(_) => Ok(0),
+            Matrix::Quantized { dtype, .. } => quant::gemm_scratch_len(*dtype, m, self.in_dim)
+                .map_err(Error::core("quantized linear")),
+        }
+    }
+
+    /// `y[m × out] = x[m × in]·Wᵀ + b`. `scratch` holds the quantized activations
+    /// for quantized weights; it grows only when smaller than
+    /// [`Linear::scratch_bytes`].
+    pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32], scratch: &mut Vec<u8>) -> Result<()> {
         match &self.weight {
             Matrix::F32(w) => project(x, m, w, self.bias.as_deref(), self.out_dim, y),
             Matrix::Quantized { dtype, bytes } => {
                 let ctx = || Error::core("quantized linear");
                 let (k, n) = (self.in_dim, self.out_dim);
-                let mut scratch = vec![0u8; quant::gemm_scratch_len(*dtype, m, k).map_err(ctx())?];
+                scratch.resize(self.scratch_bytes(m)?, 0);
                 let y = &mut y[..m * n];
-                quant::gemm(*dtype, bytes, k, &x[..m * k], m, 0..n, y, n, &mut scratch)
-                    .map_err(ctx())?;
+                quant::gemm(*dtype, bytes, k, &x[..m * k], m, 0..n, y, n, scratch).map_err(ctx())?;
                 if let Some(b) = &self.bias {
                     for row in y.chunks_exact_mut(n) {
                         row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
@@ -164,7 +175,7 @@ mod tests {
             3,
         );
         let mut y = [0.0; 4];
-        l.forward(&[1.0, 0.0, -1.0, 2.0, 1.0, 0.0], 2, &mut y)
+        l.forward(&[1.0, 0.0, -1.0, 2.0, 1.0, 0.0], 2, &mut y, &mut Vec::new())
             .unwrap();
         assert_eq!(y, [-1.5, -3.0, 4.5, 12.0]);
     }
@@ -185,9 +196,11 @@ mod tests {
         let (mut yq, mut yf) = (vec![0.0; 2 * n], vec![0.0; 2 * n]);
         let bias = Some(vec![1.0; n]);
         Linear::new(q.clone(), bias.clone(), n, k)
-            .forward(&x, 2, &mut yq)
+            .forward(&x, 2, &mut yq, &mut Vec::new())
             .unwrap();
-        Linear::new(f, bias, n, k).forward(&x, 2, &mut yf).unwrap();
+        Linear::new(f, bias, n, k)
+            .forward(&x, 2, &mut yf, &mut Vec::new())
+            .unwrap();
         for (a, b) in yq.iter().zip(&yf) {
             assert!((a - b).abs() < 2e-2 * (1.0 + b.abs()), "{a} vs {b}");
         }

@@ -51,9 +51,11 @@ pub struct Model {
     local_rope: Option<Rope>,
 }
 
-/// Activations of one forward call.
-#[derive(Default)]
-struct Scratch {
+/// Every activation buffer of a forward call, sized up front by
+/// [`Model::workspace`] so that [`Model::forward_with`] does not allocate.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    max_tokens: usize,
     x: Vec<f32>,
     h: Vec<f32>,
     q: Vec<f32>,
@@ -63,7 +65,16 @@ struct Scratch {
     proj: Vec<f32>,
     norm: Vec<f32>,
     scores: Vec<f32>,
+    quant: Vec<u8>,
+    logits: Vec<f32>,
     ffn: FfnScratch,
+}
+
+impl Workspace {
+    /// The most tokens one call may take.
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
 }
 
 impl Model {
@@ -82,52 +93,94 @@ impl Model {
         KvCache::new(self.config.n_layers, self.config.kv_dim(), capacity)
     }
 
-    /// Bytes of parameters held (f32).
+    /// Bytes of parameters held (f32 values and quantized blocks).
     pub fn parameter_bytes(&self) -> usize {
-        let vec_bytes = |v: &Option<Vec<f32>>| v.as_ref().map_or(0, |v| v.len() * 4);
+        let norms = |l: &Layer| {
+            [&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm]
+                .iter()
+                .map(|v| v.as_ref().map_or(0, Vec::len))
+                .sum::<usize>()
+                + l.attn_norm.len()
+                + l.ffn_norm.len()
+        };
         let layers: usize = self
             .layers
             .iter()
-            .map(|l| {
-                let ffn = match &l.ffn {
-                    Ffn::Dense(m) => m.gate.bytes() + m.up.bytes() + m.down.bytes(),
-                    Ffn::Moe(moe) => {
-                        moe.router.bytes()
-                            + moe
-                                .experts
-                                .iter()
-                                .map(|m| m.gate.bytes() + m.up.bytes() + m.down.bytes())
-                                .sum::<usize>()
-                    }
-                };
-                (l.attn_norm.len() + l.ffn_norm.len()) * 4
-                    + l.q.bytes()
-                    + l.k.bytes()
-                    + l.v.bytes()
-                    + l.o.bytes()
-                    + vec_bytes(&l.q_norm)
-                    + vec_bytes(&l.k_norm)
-                    + vec_bytes(&l.post_attn_norm)
-                    + vec_bytes(&l.post_ffn_norm)
-                    + ffn
-            })
+            .map(|l| norms(l) * 4 + l.linears().iter().map(|lin| lin.bytes()).sum::<usize>())
             .sum();
         (self.embed.len() + self.output_norm.len()) * 4
             + self.output.as_ref().map_or(0, Linear::bytes)
             + layers
     }
 
+    /// Buffers for calls of up to `max_tokens` tokens with up to `max_positions`
+    /// positions in the cache.
+    pub fn workspace(&self, max_tokens: usize, max_positions: usize) -> Result<Workspace> {
+        let c = &self.config;
+        let t = max_tokens;
+        let wide = c.hidden_size.max(c.q_dim());
+        let ff = c
+            .moe
+            .as_ref()
+            .map_or(0, |m| m.expert_intermediate)
+            .max(c.intermediate_size);
+        let n_experts = c.moe.as_ref().map_or(0, |m| m.n_experts);
+        let mut quant = 0;
+        for l in &self.layers {
+            for lin in l.linears() {
+                quant = quant.max(lin.scratch_bytes(t)?);
+            }
+        }
+        if let Some(out) = &self.output {
+            quant = quant.max(out.scratch_bytes(t)?);
+        }
+        Ok(Workspace {
+            max_tokens,
+            x: Vec::with_capacity(t * c.hidden_size),
+            h: Vec::with_capacity(t * c.hidden_size),
+            q: Vec::with_capacity(t * c.q_dim()),
+            k: Vec::with_capacity(t * c.kv_dim()),
+            v: Vec::with_capacity(t * c.kv_dim()),
+            attn: Vec::with_capacity(t * c.q_dim()),
+            proj: Vec::with_capacity(t * c.hidden_size),
+            norm: Vec::with_capacity(t * wide),
+            scores: Vec::with_capacity(2 * max_positions),
+            quant: Vec::with_capacity(quant),
+            logits: Vec::with_capacity(t * c.vocab_size),
+            ffn: FfnScratch::with_capacity(t, c.hidden_size, ff, n_experts, quant),
+        })
+    }
+
     /// Runs `tokens` (at positions `cache.len()..`) through the model, appends their
     /// keys and values to `cache`, and returns the logits of every token
     /// (`tokens.len() × vocab`, row-major). One call with many tokens is prefill;
-    /// one token per call is decode.
+    /// one token per call is decode. Allocates its buffers; see
+    /// [`Model::forward_with`] for the allocation-free form.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        let mut ws = self.workspace(tokens.len(), cache.capacity())?;
+        Ok(self.forward_with(tokens, cache, &mut ws)?.to_vec())
+    }
+
+    /// [`Model::forward`] into a [`Workspace`] made by [`Model::workspace`] for at
+    /// least `tokens.len()` tokens and the cache's capacity: no allocation. The
+    /// logits live in the workspace until the next call.
+    pub fn forward_with<'w>(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        s: &'w mut Workspace,
+    ) -> Result<&'w [f32]> {
         let c = &self.config;
         let (t, hidden) = (tokens.len(), c.hidden_size);
+        if t > s.max_tokens {
+            return Err(Error::Input(format!(
+                "{t} tokens exceed the workspace's {}",
+                s.max_tokens
+            )));
+        }
         cache.reserve(t)?;
         let start = cache.len();
-        let mut s = Scratch::default();
-        s.x.reserve(t * hidden);
+        s.x.clear();
         for &tok in tokens {
             let tok = tok as usize;
             if tok >= c.vocab_size {
@@ -142,21 +195,21 @@ impl Model {
             s.x.iter_mut().for_each(|v| *v *= scale);
         }
         for (index, layer) in self.layers.iter().enumerate() {
-            self.attention_block(index, layer, t, start, cache, &mut s)?;
-            self.ffn_block(layer, t, &mut s)?;
+            self.attention_block(index, layer, t, start, cache, s)?;
+            self.ffn_block(layer, t, s)?;
         }
         cache.advance(t);
         s.h.resize(t * hidden, 0.0);
         rms_norm_rows(&s.x, &self.output_norm, c.rms_eps, hidden, &mut s.h)?;
-        let mut logits = vec![0.0; t * c.vocab_size];
+        s.logits.resize(t * c.vocab_size, 0.0);
         match &self.output {
-            Some(out) => out.forward(&s.h, t, &mut logits)?,
-            None => project(&s.h, t, &self.embed, None, c.vocab_size, &mut logits)?,
+            Some(out) => out.forward(&s.h, t, &mut s.logits, &mut s.quant)?,
+            None => project(&s.h, t, &self.embed, None, c.vocab_size, &mut s.logits)?,
         }
         if let Some(cap) = c.final_softcap {
-            softcap(&mut logits, cap);
+            softcap(&mut s.logits, cap);
         }
-        Ok(logits)
+        Ok(&s.logits)
     }
 
     /// `x += post_attn(o · Attn(rope(q), rope(k), v))` for layer `index`.
@@ -167,7 +220,7 @@ impl Model {
         t: usize,
         start: usize,
         cache: &mut KvCache,
-        s: &mut Scratch,
+        s: &mut Workspace,
     ) -> Result<()> {
         let c = &self.config;
         let (hidden, hd) = (c.hidden_size, c.head_dim);
@@ -177,9 +230,9 @@ impl Model {
         s.q.resize(t * q_dim, 0.0);
         s.k.resize(t * kv_dim, 0.0);
         s.v.resize(t * kv_dim, 0.0);
-        layer.q.forward(&s.h, t, &mut s.q)?;
-        layer.k.forward(&s.h, t, &mut s.k)?;
-        layer.v.forward(&s.h, t, &mut s.v)?;
+        layer.q.forward(&s.h, t, &mut s.q, &mut s.quant)?;
+        layer.k.forward(&s.h, t, &mut s.k, &mut s.quant)?;
+        layer.v.forward(&s.h, t, &mut s.v, &mut s.quant)?;
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
             rms_norm_in_place(&mut s.q, qn, c.rms_eps, hd, &mut s.norm)?;
             rms_norm_in_place(&mut s.k, kn, c.rms_eps, hd, &mut s.norm)?;
@@ -205,7 +258,7 @@ impl Model {
             .attention
             .run(&s.q, keys, values, start, &mut s.attn, &mut s.scores)?;
         s.proj.resize(t * hidden, 0.0);
-        layer.o.forward(&s.attn, t, &mut s.proj)?;
+        layer.o.forward(&s.attn, t, &mut s.proj, &mut s.quant)?;
         if let Some(w) = &layer.post_attn_norm {
             rms_norm_in_place(&mut s.proj, w, c.rms_eps, hidden, &mut s.norm)?;
         }
@@ -214,7 +267,7 @@ impl Model {
     }
 
     /// `x += post_ffn(Ffn(n2(x)))`.
-    fn ffn_block(&self, layer: &Layer, t: usize, s: &mut Scratch) -> Result<()> {
+    fn ffn_block(&self, layer: &Layer, t: usize, s: &mut Workspace) -> Result<()> {
         let c = &self.config;
         let hidden = c.hidden_size;
         rms_norm_rows(&s.x, &layer.ffn_norm, c.rms_eps, hidden, &mut s.h)?;
@@ -230,6 +283,21 @@ impl Model {
 }
 
 impl Layer {
+    /// The layer's attention projections and dense-MLP / router projections.
+    fn linears(&self) -> Vec<&Linear> {
+        let mut out = vec![&self.q, &self.k, &self.v, &self.o];
+        match &self.ffn {
+            Ffn::Dense(m) => out.extend([&m.gate, &m.up, &m.down]),
+            Ffn::Moe(moe) => {
+                out.push(&moe.router);
+                for m in &moe.experts {
+                    out.extend([&m.gate, &m.up, &m.down]);
+                }
+            }
+        }
+        out
+    }
+
     /// The query projection.
     pub fn q(&self) -> &Linear {
         &self.q

@@ -1,0 +1,113 @@
+//! Decoding with a prepared `Workspace` and KV cache allocates nothing: a counting
+//! global allocator watches the test thread while prefill and decode steps run.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::PathBuf;
+
+use rml_llm::{Config, GgufSource, Model, SafetensorsSource};
+
+struct Counting;
+
+thread_local! {
+    static WATCHING: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note() {
+    let _ = WATCHING.try_with(|w| {
+        if w.get() {
+            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        }
+    });
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter
+// only touches const-initialized thread-locals, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made on this thread while `f` runs.
+fn allocations(f: impl FnOnce()) -> usize {
+    COUNT.with(|c| c.set(0));
+    WATCHING.with(|w| w.set(true));
+    f();
+    WATCHING.with(|w| w.set(false));
+    COUNT.with(Cell::get)
+}
+
+fn fixture(family: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/decoder")
+        .join(family)
+}
+
+fn hf_model(family: &str) -> Model {
+    let dir = fixture(family);
+    let config = Config::from_hf_json(&std::fs::read_to_string(dir.join("config.json")).unwrap());
+    Model::load(config.unwrap(), &SafetensorsSource::open(&dir).unwrap()).unwrap()
+}
+
+fn assert_decode_allocates_nothing(name: &str, model: &Model) {
+    let mut cache = model.new_cache(16);
+    let mut ws = model.workspace(4, cache.capacity()).unwrap();
+    let n = allocations(|| {
+        model
+            .forward_with(&[1, 2, 3, 4], &mut cache, &mut ws)
+            .unwrap();
+        for tok in 5..12 {
+            let logits = model.forward_with(&[tok], &mut cache, &mut ws).unwrap();
+            assert!(logits.iter().all(|v| v.is_finite()));
+        }
+    });
+    assert_eq!(n, 0, "{name}: {n} allocations during prefill and decode");
+    assert_eq!(cache.len(), 11);
+}
+
+#[test]
+fn dense_moe_gemma_and_quantized_models_decode_without_allocating() {
+    let probe = allocations(|| drop(std::hint::black_box(vec![0u8; 64])));
+    assert_eq!(probe, 1, "the counter must see allocations");
+    for family in ["llama", "mixtral", "qwen3_moe", "gemma2", "gemma3", "phi3"] {
+        assert_decode_allocates_nothing(family, &hf_model(family));
+    }
+    let src = GgufSource::open(fixture("llama").join("model-q8_0.gguf")).unwrap();
+    let q8 = Model::load(Config::from_metadata(&src).unwrap(), &src).unwrap();
+    assert_decode_allocates_nothing("llama q8_0", &q8);
+}
+
+#[test]
+fn workspace_too_small_is_an_error() {
+    let model = hf_model("qwen2");
+    let mut cache = model.new_cache(8);
+    let mut ws = model.workspace(1, 8).unwrap();
+    let err = model
+        .forward_with(&[1, 2], &mut cache, &mut ws)
+        .unwrap_err();
+    assert!(err.to_string().contains("workspace"), "{err}");
+    let err = model
+        .forward_with(&[9999], &mut cache, &mut ws)
+        .unwrap_err();
+    assert!(err.to_string().contains("vocabulary"), "{err}");
+    let mut full = model.new_cache(1);
+    model.forward(&[1], &mut full).unwrap();
+    let err = model.forward(&[2], &mut full).unwrap_err();
+    assert!(err.to_string().contains("KV cache"), "{err}");
+}
