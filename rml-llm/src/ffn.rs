@@ -7,7 +7,7 @@ use rml_core::{Shape, TensorView, TensorViewMut};
 
 use crate::config::Activation;
 use crate::error::{Error, Result};
-use crate::linear::Linear;
+use crate::linear::{Linear, LinearScratch};
 use crate::ops::gated;
 
 /// A gated MLP.
@@ -34,10 +34,10 @@ impl Mlp {
         let ff = self.gate.out_dim();
         s.gate.resize(m * ff, 0.0);
         s.up.resize(m * ff, 0.0);
-        self.gate.forward(x, m, &mut s.gate, &mut s.quant)?;
-        self.up.forward(x, m, &mut s.up, &mut s.quant)?;
+        self.gate.forward(x, m, &mut s.gate, &mut s.lin)?;
+        self.up.forward(x, m, &mut s.up, &mut s.lin)?;
         gated(act, &mut s.gate, &s.up);
-        self.down.forward(&s.gate, m, out, &mut s.quant)
+        self.down.forward(&s.gate, m, out, &mut s.lin)
     }
 }
 
@@ -115,18 +115,18 @@ pub struct FfnScratch {
     expert_out: Vec<f32>,
     probs: Vec<f32>,
     chosen: Vec<(usize, f32)>,
-    quant: Vec<u8>,
+    lin: LinearScratch,
 }
 
 impl FfnScratch {
     /// Buffers for up to `m` rows of width `hidden`, MLPs up to `ff` wide, up to
-    /// `n_experts` experts, and `quant_bytes` of quantized activations.
+    /// `n_experts` experts, and the projections' scratch `lin`.
     pub fn with_capacity(
         m: usize,
         hidden: usize,
         ff: usize,
         n_experts: usize,
-        quant_bytes: usize,
+        lin: LinearScratch,
     ) -> FfnScratch {
         FfnScratch {
             gate: Vec::with_capacity(m * ff),
@@ -135,7 +135,7 @@ impl FfnScratch {
             expert_out: Vec::with_capacity(hidden),
             probs: Vec::with_capacity(n_experts),
             chosen: Vec::with_capacity(n_experts),
-            quant: Vec::with_capacity(quant_bytes),
+            lin,
         }
     }
 }
@@ -156,7 +156,7 @@ impl Ffn {
                 let hidden = moe.router.in_dim();
                 let n_experts = moe.router.out_dim();
                 s.logits.resize(m * n_experts, 0.0);
-                moe.router.forward(x, m, &mut s.logits, &mut s.quant)?;
+                moe.router.forward(x, m, &mut s.logits, &mut s.lin)?;
                 let mut expert_out = std::mem::take(&mut s.expert_out);
                 let mut chosen = std::mem::take(&mut s.chosen);
                 expert_out.resize(hidden, 0.0);

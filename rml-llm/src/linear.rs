@@ -10,7 +10,7 @@ use rml_host::Tensor;
 use rml_kernels::quant;
 
 use crate::error::{Error, Result};
-use crate::ops::project;
+use crate::ops::{project, project_scratch_len};
 use crate::weights::transform::{split_rows, to_f32};
 
 /// The weight of a linear layer, row-major `[out, in]`.
@@ -129,28 +129,56 @@ impl Linear {
         self.weight.bytes() + self.bias.as_ref().map_or(0, Vec::len) * size_of::<f32>()
     }
 
-    /// Bytes of activation scratch [`Linear::forward`] needs for `m` rows (0 for
-    /// f32 weights).
-    pub fn scratch_bytes(&self, m: usize) -> Result<usize> {
-        match &self.weight {
-            Matrix::F32(_) => Ok(0),
-            Matrix::Quantized { dtype, .. } => quant::gemm_scratch_len(*dtype, m, self.in_dim)
-                .map_err(Error::core("quantized linear")),
-        }
+    /// The scratch [`Linear::forward`] needs for `m` rows.
+    pub fn scratch_need(&self, m: usize) -> Result<LinearScratch> {
+        let (quant, gemm) = match &self.weight {
+            Matrix::F32(_) => (0, project_scratch_len(m, self.out_dim, self.in_dim)),
+            Matrix::Quantized { dtype, .. } => (
+                quant::gemm_scratch_len(*dtype, m, self.in_dim)
+                    .map_err(Error::core("quantized linear"))?,
+                0,
+            ),
+        };
+        Ok(LinearScratch::with_capacity(quant, gemm))
     }
 
-    /// `y[m × out] = x[m × in]·Wᵀ + b`. `scratch` holds the quantized activations
-    /// for quantized weights; it grows only when smaller than
-    /// [`Linear::scratch_bytes`].
-    pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32], scratch: &mut Vec<u8>) -> Result<()> {
+    /// `y[m × out] = x[m × in]·Wᵀ + b`; `scratch` grows only when smaller than
+    /// [`Linear::scratch_need`].
+    pub fn forward(
+        &self,
+        x: &[f32],
+        m: usize,
+        y: &mut [f32],
+        scratch: &mut LinearScratch,
+    ) -> Result<()> {
         match &self.weight {
-            Matrix::F32(w) => project(x, m, w, self.bias.as_deref(), self.out_dim, y),
+            Matrix::F32(w) => project(
+                x,
+                m,
+                w,
+                self.bias.as_deref(),
+                self.out_dim,
+                y,
+                &mut scratch.gemm,
+            ),
             Matrix::Quantized { dtype, bytes } => {
                 let ctx = || Error::core("quantized linear");
                 let (k, n) = (self.in_dim, self.out_dim);
-                scratch.resize(self.scratch_bytes(m)?, 0);
+                let need = quant::gemm_scratch_len(*dtype, m, k).map_err(ctx())?;
+                scratch.quant.resize(need, 0);
                 let y = &mut y[..m * n];
-                quant::gemm(*dtype, bytes, k, &x[..m * k], m, 0..n, y, n, scratch).map_err(ctx())?;
+                quant::gemm(
+                    *dtype,
+                    bytes,
+                    k,
+                    &x[..m * k],
+                    m,
+                    0..n,
+                    y,
+                    n,
+                    &mut scratch.quant,
+                )
+                .map_err(ctx())?;
                 if let Some(b) = &self.bias {
                     for row in y.chunks_exact_mut(n) {
                         row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
@@ -159,6 +187,41 @@ impl Linear {
                 Ok(())
             }
         }
+    }
+}
+
+/// Scratch of [`Linear::forward`]: quantized activations and packed GEMM blocks.
+#[derive(Clone, Debug, Default)]
+pub struct LinearScratch {
+    quant: Vec<u8>,
+    gemm: Vec<f32>,
+}
+
+impl LinearScratch {
+    /// Room for `quant` bytes of quantized activations and `gemm` f32 GEMM scratch.
+    pub fn with_capacity(quant: usize, gemm: usize) -> LinearScratch {
+        LinearScratch {
+            quant: Vec::with_capacity(quant),
+            gemm: Vec::with_capacity(gemm),
+        }
+    }
+
+    /// Room for both `self` and `other`.
+    pub fn max(self, other: LinearScratch) -> LinearScratch {
+        LinearScratch::with_capacity(
+            self.quant.capacity().max(other.quant.capacity()),
+            self.gemm.capacity().max(other.gemm.capacity()),
+        )
+    }
+
+    /// Another scratch with the same room (`clone` would keep only the contents).
+    pub fn same_room(&self) -> LinearScratch {
+        LinearScratch::with_capacity(self.quant.capacity(), self.gemm.capacity())
+    }
+
+    /// The f32 GEMM scratch (also used by projections outside a [`Linear`]).
+    pub fn gemm(&mut self) -> &mut Vec<f32> {
+        &mut self.gemm
     }
 }
 
@@ -175,8 +238,13 @@ mod tests {
             3,
         );
         let mut y = [0.0; 4];
-        l.forward(&[1.0, 0.0, -1.0, 2.0, 1.0, 0.0], 2, &mut y, &mut Vec::new())
-            .unwrap();
+        l.forward(
+            &[1.0, 0.0, -1.0, 2.0, 1.0, 0.0],
+            2,
+            &mut y,
+            &mut LinearScratch::default(),
+        )
+        .unwrap();
         assert_eq!(y, [-1.5, -3.0, 4.5, 12.0]);
     }
 
@@ -196,10 +264,10 @@ mod tests {
         let (mut yq, mut yf) = (vec![0.0; 2 * n], vec![0.0; 2 * n]);
         let bias = Some(vec![1.0; n]);
         Linear::new(q.clone(), bias.clone(), n, k)
-            .forward(&x, 2, &mut yq, &mut Vec::new())
+            .forward(&x, 2, &mut yq, &mut LinearScratch::default())
             .unwrap();
         Linear::new(f, bias, n, k)
-            .forward(&x, 2, &mut yf, &mut Vec::new())
+            .forward(&x, 2, &mut yf, &mut LinearScratch::default())
             .unwrap();
         for (a, b) in yq.iter().zip(&yf) {
             assert!((a - b).abs() < 2e-2 * (1.0 + b.abs()), "{a} vs {b}");

@@ -1,17 +1,19 @@
 //! The few numeric building blocks the decoder composes: the f32 projection on the
-//! `rml-kernels` GEMV, RMSNorm over rows and soft-capping on the `rml-core`
+//! `rml-kernels` GEMV (decode) or packed GEMM (prefill), RMSNorm over rows and soft-capping on the `rml-core`
 //! reference ops, and the MLP activations.
 
 use rml_core::ops::norm::rms_norm;
 use rml_core::ops::unary::{UnaryOp, apply};
 use rml_core::{Shape, TensorView, TensorViewMut};
-use rml_kernels::gemm::{Epilogue, MatMut, MatRef, gemv_nk};
+use rml_kernels::gemm::{Epilogue, MatMut, MatRef, SMALL_M, gemm_ex, gemm_scratch_len, gemv_nk};
 
 use crate::config::Activation;
 use crate::error::{Error, Result};
 
-/// `y[m × out] = x[m × in]·Wᵀ + b` for a row-major `[out, in]` weight `w`, on the
-/// `rml-kernels` GEMV (each weight row streamed once per group of 8 rows of `x`).
+/// `y[m × out] = x[m × in]·Wᵀ + b` for a row-major `[out, in]` weight `w`. Up to
+/// [`SMALL_M`] rows run on the `rml-kernels` GEMV (each weight row streamed once per
+/// group of rows); more rows (prefill) on the packed GEMM, with `scratch` grown to
+/// [`project_scratch_len`] values when smaller.
 pub fn project(
     x: &[f32],
     m: usize,
@@ -19,6 +21,7 @@ pub fn project(
     bias: Option<&[f32]>,
     out_dim: usize,
     y: &mut [f32],
+    scratch: &mut Vec<f32>,
 ) -> Result<()> {
     let ctx = || Error::core("linear");
     let in_dim = w.len() / out_dim.max(1);
@@ -29,7 +32,20 @@ pub fn project(
         bias,
         ..Epilogue::default()
     };
-    gemv_nk(1.0, x, w, 0.0, y, &epi).map_err(ctx())
+    if m <= SMALL_M {
+        return gemv_nk(1.0, x, w, 0.0, y, &epi).map_err(ctx());
+    }
+    scratch.resize(project_scratch_len(m, out_dim, in_dim), 0.0);
+    gemm_ex(1.0, x, w.t(), 0.0, y, &epi, scratch).map_err(ctx())
+}
+
+/// Scratch values [`project`] needs for `m` rows of an `[out_dim, in_dim]` weight.
+pub fn project_scratch_len(m: usize, out_dim: usize, in_dim: usize) -> usize {
+    if m <= SMALL_M {
+        0
+    } else {
+        gemm_scratch_len(m, out_dim, in_dim)
+    }
 }
 
 /// RMSNorm of each `width`-wide row of `x` into `out`, scaled by `weight`.

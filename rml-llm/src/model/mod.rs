@@ -16,8 +16,8 @@ use crate::config::{Config, LayerKind};
 use crate::error::{Error, Result};
 use crate::ffn::{Ffn, FfnScratch};
 use crate::kv_cache::KvCache;
-use crate::linear::Linear;
-use crate::ops::{project, rms_norm_in_place, rms_norm_rows, softcap};
+use crate::linear::{Linear, LinearScratch};
+use crate::ops::{project, project_scratch_len, rms_norm_in_place, rms_norm_rows, softcap};
 use crate::rope::Rope;
 
 /// The weights of one decoder layer.
@@ -65,7 +65,7 @@ pub struct Workspace {
     proj: Vec<f32>,
     norm: Vec<f32>,
     scores: Vec<f32>,
-    quant: Vec<u8>,
+    lin: LinearScratch,
     logits: Vec<f32>,
     ffn: FfnScratch,
 }
@@ -125,14 +125,15 @@ impl Model {
             .map_or(0, |m| m.expert_intermediate)
             .max(c.intermediate_size);
         let n_experts = c.moe.as_ref().map_or(0, |m| m.n_experts);
-        let mut quant = 0;
+        let mut lin =
+            LinearScratch::with_capacity(0, project_scratch_len(t, c.vocab_size, c.hidden_size));
         for l in &self.layers {
-            for lin in l.linears() {
-                quant = quant.max(lin.scratch_bytes(t)?);
+            for linear in l.linears() {
+                lin = lin.max(linear.scratch_need(t)?);
             }
         }
         if let Some(out) = &self.output {
-            quant = quant.max(out.scratch_bytes(t)?);
+            lin = lin.max(out.scratch_need(t)?);
         }
         Ok(Workspace {
             max_tokens,
@@ -145,9 +146,9 @@ impl Model {
             proj: Vec::with_capacity(t * c.hidden_size),
             norm: Vec::with_capacity(t * wide),
             scores: Vec::with_capacity(2 * max_positions),
-            quant: Vec::with_capacity(quant),
+            lin: lin.same_room(),
             logits: Vec::with_capacity(t * c.vocab_size),
-            ffn: FfnScratch::with_capacity(t, c.hidden_size, ff, n_experts, quant),
+            ffn: FfnScratch::with_capacity(t, c.hidden_size, ff, n_experts, lin),
         })
     }
 
@@ -203,8 +204,16 @@ impl Model {
         rms_norm_rows(&s.x, &self.output_norm, c.rms_eps, hidden, &mut s.h)?;
         s.logits.resize(t * c.vocab_size, 0.0);
         match &self.output {
-            Some(out) => out.forward(&s.h, t, &mut s.logits, &mut s.quant)?,
-            None => project(&s.h, t, &self.embed, None, c.vocab_size, &mut s.logits)?,
+            Some(out) => out.forward(&s.h, t, &mut s.logits, &mut s.lin)?,
+            None => project(
+                &s.h,
+                t,
+                &self.embed,
+                None,
+                c.vocab_size,
+                &mut s.logits,
+                s.lin.gemm(),
+            )?,
         }
         if let Some(cap) = c.final_softcap {
             softcap(&mut s.logits, cap);
@@ -230,9 +239,9 @@ impl Model {
         s.q.resize(t * q_dim, 0.0);
         s.k.resize(t * kv_dim, 0.0);
         s.v.resize(t * kv_dim, 0.0);
-        layer.q.forward(&s.h, t, &mut s.q, &mut s.quant)?;
-        layer.k.forward(&s.h, t, &mut s.k, &mut s.quant)?;
-        layer.v.forward(&s.h, t, &mut s.v, &mut s.quant)?;
+        layer.q.forward(&s.h, t, &mut s.q, &mut s.lin)?;
+        layer.k.forward(&s.h, t, &mut s.k, &mut s.lin)?;
+        layer.v.forward(&s.h, t, &mut s.v, &mut s.lin)?;
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
             rms_norm_in_place(&mut s.q, qn, c.rms_eps, hd, &mut s.norm)?;
             rms_norm_in_place(&mut s.k, kn, c.rms_eps, hd, &mut s.norm)?;
@@ -258,7 +267,7 @@ impl Model {
             .attention
             .run(&s.q, keys, values, start, &mut s.attn, &mut s.scores)?;
         s.proj.resize(t * hidden, 0.0);
-        layer.o.forward(&s.attn, t, &mut s.proj, &mut s.quant)?;
+        layer.o.forward(&s.attn, t, &mut s.proj, &mut s.lin)?;
         if let Some(w) = &layer.post_attn_norm {
             rms_norm_in_place(&mut s.proj, w, c.rms_eps, hidden, &mut s.norm)?;
         }
