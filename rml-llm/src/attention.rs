@@ -6,6 +6,7 @@ use rml_core::ops::softmax::softmax;
 use rml_core::{Shape, TensorView, TensorViewMut};
 
 use crate::error::{Error, Result};
+use crate::kv_cache::KvElement;
 use crate::ops::softcap;
 
 /// The shape of one layer's attention.
@@ -38,11 +39,11 @@ impl AttentionSpec {
     /// `start..start + rows`) over `keys` / `values` (positions `0..start + rows`,
     /// each `n_kv_heads·head_dim` wide) into `out` (shaped like `q`). `scores` is
     /// scratch of at least `2·(start + rows)` values.
-    pub fn run(
+    pub fn run<T: KvElement>(
         &self,
         q: &[f32],
-        keys: &[f32],
-        values: &[f32],
+        keys: &[T],
+        values: &[T],
         start: usize,
         out: &mut [f32],
         scores: &mut [f32],
@@ -64,7 +65,7 @@ impl AttentionSpec {
                 let qh = &q[t * q_dim + h * hd..][..hd];
                 for (s, p) in raw[..n].iter_mut().zip(first..=pos) {
                     let k = &keys[p * kv_dim + kvh * hd..][..hd];
-                    *s = qh.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * self.scale;
+                    *s = qh.iter().zip(k).map(|(a, b)| a * b.to_f32()).sum::<f32>() * self.scale;
                 }
                 if let Some(cap) = self.softcap {
                     softcap(&mut raw[..n], cap);
@@ -79,7 +80,7 @@ impl AttentionSpec {
                 for (w, p) in probs[..n].iter().zip(first..=pos) {
                     let v = &values[p * kv_dim + kvh * hd..][..hd];
                     for (oi, vi) in o.iter_mut().zip(v) {
-                        *oi += w * vi;
+                        *oi += w * vi.to_f32();
                     }
                 }
             }
@@ -105,8 +106,8 @@ mod tests {
 
     #[test]
     fn first_position_copies_its_value_and_window_limits_the_past() {
-        let keys = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
-        let values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let keys = [0.0f32; 6];
+        let values = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
         let q = [1.0; 12];
         let mut out = [0.0; 12];
         let mut scratch = [0.0; 6];

@@ -21,6 +21,6 @@ pub mod weights;
 
 pub use config::{Config, Family};
 pub use error::{Error, Result};
-pub use kv_cache::KvCache;
+pub use kv_cache::{KvCache, KvDtype};
 pub use model::{LoadOptions, Model, Workspace};
 pub use weights::{Convention, GgufSource, MemorySource, SafetensorsSource, WeightSource};

@@ -6,11 +6,26 @@
 use std::path::PathBuf;
 
 use rml_host::formats::safetensors::SafeTensors;
-use rml_llm::{Config, Model, SafetensorsSource};
+use rml_llm::{Config, KvDtype, Model, SafetensorsSource};
 
 /// Largest allowed `max |rml − reference|` over a prompt, relative to the largest
 /// reference logit magnitude of that prompt.
 const REL_TOL: f32 = 1e-4;
+
+/// The same bound with an f16 KV cache (keys and values rounded to 11 bits).
+const F16_KV_REL_TOL: f32 = 2e-3;
+
+const FAMILIES: [&str; 9] = [
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "gemma2",
+    "gemma3",
+    "phi3",
+];
 
 fn fixture(family: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -113,4 +128,23 @@ family_tests! {
     gemma2_with_softcaps_and_sliding_layers_matches_transformers => "gemma2",
     gemma3_with_local_and_global_rope_matches_transformers => "gemma3",
     phi3_with_fused_projections_matches_transformers => "phi3",
+}
+
+#[test]
+fn f16_kv_cache_stays_close_for_every_family() {
+    for family in FAMILIES {
+        let model = load(family);
+        let mut worst = 0f32;
+        for (tokens, want) in prompts(family) {
+            let mut cache = model.new_cache_with(16, KvDtype::F16);
+            let split = tokens.len().div_ceil(2);
+            let mut got = model.forward(&tokens[..split], &mut cache).unwrap();
+            for &tok in &tokens[split..] {
+                got.extend(model.forward(&[tok], &mut cache).unwrap());
+            }
+            worst = worst.max(rel_err(&got, &want));
+        }
+        eprintln!("{family} with f16 KV cache: max relative error {worst:e}");
+        assert!(worst <= F16_KV_REL_TOL, "{family}: relative error {worst}");
+    }
 }

@@ -5,7 +5,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::PathBuf;
 
-use rml_llm::{Config, GgufSource, Model, SafetensorsSource};
+use rml_llm::{Config, GgufSource, KvDtype, Model, SafetensorsSource};
 
 struct Counting;
 
@@ -65,8 +65,8 @@ fn hf_model(family: &str) -> Model {
     Model::load(config.unwrap(), &SafetensorsSource::open(&dir).unwrap()).unwrap()
 }
 
-fn assert_decode_allocates_nothing(name: &str, model: &Model) {
-    let mut cache = model.new_cache(24);
+fn assert_decode_allocates_nothing(name: &str, model: &Model, kv: KvDtype) {
+    let mut cache = model.new_cache_with(24, kv);
     // Ten prompt tokens take the packed-GEMM prefill path, single tokens the GEMV.
     let mut ws = model.workspace(10, cache.capacity()).unwrap();
     let prompt: Vec<u32> = (1..=10).collect();
@@ -86,11 +86,12 @@ fn dense_moe_gemma_and_quantized_models_decode_without_allocating() {
     let probe = allocations(|| drop(std::hint::black_box(vec![0u8; 64])));
     assert_eq!(probe, 1, "the counter must see allocations");
     for family in ["llama", "mixtral", "qwen3_moe", "gemma2", "gemma3", "phi3"] {
-        assert_decode_allocates_nothing(family, &hf_model(family));
+        assert_decode_allocates_nothing(family, &hf_model(family), KvDtype::F32);
     }
     let src = GgufSource::open(fixture("llama").join("model-q8_0.gguf")).unwrap();
     let q8 = Model::load(Config::from_metadata(&src).unwrap(), &src).unwrap();
-    assert_decode_allocates_nothing("llama q8_0", &q8);
+    assert_decode_allocates_nothing("llama q8_0", &q8, KvDtype::F32);
+    assert_decode_allocates_nothing("llama q8_0, f16 cache", &q8, KvDtype::F16);
 }
 
 #[test]

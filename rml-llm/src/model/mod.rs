@@ -15,7 +15,7 @@ use crate::attention::AttentionSpec;
 use crate::config::{Config, LayerKind};
 use crate::error::{Error, Result};
 use crate::ffn::{Ffn, FfnScratch};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvDtype, KvSlices};
 use crate::linear::{Linear, LinearScratch};
 use crate::ops::{project, project_scratch_len, rms_norm_in_place, rms_norm_rows, softcap};
 use crate::rope::Rope;
@@ -88,9 +88,14 @@ impl Model {
         &self.layers[index]
     }
 
-    /// An empty KV cache for up to `capacity` positions.
+    /// An empty f32 KV cache for up to `capacity` positions.
     pub fn new_cache(&self, capacity: usize) -> KvCache {
-        KvCache::new(self.config.n_layers, self.config.kv_dim(), capacity)
+        self.new_cache_with(capacity, KvDtype::F32)
+    }
+
+    /// An empty KV cache of `dtype` for up to `capacity` positions.
+    pub fn new_cache_with(&self, capacity: usize, dtype: KvDtype) -> KvCache {
+        KvCache::with_dtype(self.config.n_layers, self.config.kv_dim(), capacity, dtype)
     }
 
     /// Bytes of parameters held (f32 values and quantized blocks).
@@ -260,12 +265,17 @@ impl Model {
                 &s.v[i * kv_dim..(i + 1) * kv_dim],
             );
         }
-        let (keys, values) = cache.layer(index, start + t);
         s.attn.resize(t * q_dim, 0.0);
         s.scores.resize(2 * (start + t), 0.0);
-        layer
-            .attention
-            .run(&s.q, keys, values, start, &mut s.attn, &mut s.scores)?;
+        let spec = &layer.attention;
+        match cache.layer(index, start + t) {
+            KvSlices::F32(keys, values) => {
+                spec.run(&s.q, keys, values, start, &mut s.attn, &mut s.scores)?
+            }
+            KvSlices::F16(keys, values) => {
+                spec.run(&s.q, keys, values, start, &mut s.attn, &mut s.scores)?
+            }
+        }
         s.proj.resize(t * hidden, 0.0);
         layer.o.forward(&s.attn, t, &mut s.proj, &mut s.lin)?;
         if let Some(w) = &layer.post_attn_norm {
