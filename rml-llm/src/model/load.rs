@@ -306,7 +306,8 @@ fn load_layer(f: &Fetch<'_>, c: &Config, l: usize) -> Result<Layer> {
 }
 
 /// GGUF experts: one `[n_experts, rows, cols]` tensor per projection
-/// (`ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`), split into per-expert MLPs.
+/// (`ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`), split into per-expert MLPs;
+/// older Mixtral files name each expert (`blk.N.ffn_gate.E.weight`).
 fn stacked_experts(
     f: &Fetch<'_>,
     l: usize,
@@ -314,13 +315,32 @@ fn stacked_experts(
     ff: usize,
     hidden: usize,
 ) -> Result<Vec<Mlp>> {
-    let split = |role, rows: usize, cols: usize| -> Result<Vec<Matrix>> {
-        f.matrix(role, &[n, rows, cols])?
-            .split_rows(cols, &vec![rows; n])
+    let split = |make: fn(usize, usize) -> Role, rows: usize, cols: usize| -> Result<Vec<Matrix>> {
+        if f.raw(make(l, 0))?.is_some() {
+            return f
+                .matrix(make(l, 0), &[n, rows, cols])?
+                .split_rows(cols, &vec![rows; n]);
+        }
+        (0..n)
+            .map(|e| {
+                let name = make(l, e).gguf_per_expert_name().unwrap_or_default();
+                let t = f.src.tensor(&name)?.ok_or(Error::MissingTensor {
+                    name: make(l, 0).name(f.family, f.convention),
+                })?;
+                if t.dims() != [rows, cols] {
+                    return Err(Error::TensorShape {
+                        name,
+                        expected: vec![rows, cols],
+                        got: t.dims().to_vec(),
+                    });
+                }
+                Matrix::from_tensor(&name, &t, f.keep_quantized)
+            })
+            .collect()
     };
-    let gates = split(Role::ExpertGate(l, 0), ff, hidden)?;
-    let ups = split(Role::ExpertUp(l, 0), ff, hidden)?;
-    let downs = split(Role::ExpertDown(l, 0), hidden, ff)?;
+    let gates = split(Role::ExpertGate, ff, hidden)?;
+    let ups = split(Role::ExpertUp, ff, hidden)?;
+    let downs = split(Role::ExpertDown, hidden, ff)?;
     Ok(gates
         .into_iter()
         .zip(ups)

@@ -155,6 +155,20 @@ impl Role {
     }
 }
 
+impl Role {
+    /// The per-expert GGUF name of an expert role (`blk.N.ffn_gate.E.weight`), as
+    /// Mixtral files written before experts were stacked use; `None` for other roles.
+    pub fn gguf_per_expert_name(self) -> Option<String> {
+        let (layer, expert, kind) = match self {
+            Role::ExpertGate(l, e) => (l, e, "ffn_gate"),
+            Role::ExpertUp(l, e) => (l, e, "ffn_up"),
+            Role::ExpertDown(l, e) => (l, e, "ffn_down"),
+            _ => return None,
+        };
+        Some(format!("blk.{layer}.{kind}.{expert}.weight"))
+    }
+}
+
 fn expert_hf(family: Family, layer: usize, expert: usize, mixtral: &str, other: &str) -> String {
     if family == Family::Mixtral {
         format!("model.layers.{layer}.block_sparse_moe.experts.{expert}.{mixtral}.weight")
