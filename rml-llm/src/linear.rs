@@ -13,57 +13,117 @@ use crate::error::{Error, Result};
 use crate::ops::{project, project_scratch_len};
 use crate::weights::transform::{split_rows, to_f32};
 
+/// Where a weight's values live: an owned copy, or the file's mapped tensor (no
+/// copy; f32 only when the mapped bytes are 4-byte aligned).
+#[derive(Clone, Debug)]
+pub enum Store<T> {
+    /// Values owned by the model.
+    Owned(Vec<T>),
+    /// A contiguous, aligned tensor sharing the file's memory.
+    Mapped(Box<Tensor>),
+}
+
+impl<T: bytemuck::Pod> Store<T> {
+    /// A mapped store when `t` is contiguous and its bytes can be read as `T` in place.
+    fn mapped(t: &Tensor) -> Option<Store<T>> {
+        let bytes = t.contiguous_bytes().ok()?;
+        bytemuck::try_cast_slice::<u8, T>(bytes).ok()?;
+        Some(Store::Mapped(Box::new(t.clone())))
+    }
+
+    /// The values.
+    pub fn as_slice(&self) -> &[T] {
+        match self {
+            Store::Owned(v) => v,
+            // Contiguity and alignment were checked when the store was made.
+            Store::Mapped(t) => t
+                .contiguous_bytes()
+                .ok()
+                .and_then(|b| bytemuck::try_cast_slice(b).ok())
+                .unwrap_or(&[]),
+        }
+    }
+
+    /// True when the values are the file's own bytes.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, Store::Mapped(_))
+    }
+}
+
 /// The weight of a linear layer, row-major `[out, in]`.
 #[derive(Clone, Debug)]
 pub enum Matrix {
     /// f32 values.
-    F32(Vec<f32>),
+    F32(Store<f32>),
     /// GGML blocks of `dtype`, one row after the other.
     Quantized {
         /// The block type.
         dtype: DType,
         /// The blocks.
-        bytes: Vec<u8>,
+        bytes: Store<u8>,
     },
 }
 
 impl Matrix {
+    /// An owned f32 matrix.
+    pub fn from_f32(values: Vec<f32>) -> Matrix {
+        Matrix::F32(Store::Owned(values))
+    }
+
     /// The tensor's values, kept quantized when `keep_quantized` and a quantized dot
-    /// product exists for its dtype, else converted to f32.
+    /// product exists for its dtype, else converted to f32. F32 and kept-quantized
+    /// tensors are used in place (no copy) when contiguous and aligned.
     pub fn from_tensor(name: &str, t: &Tensor, keep_quantized: bool) -> Result<Matrix> {
         let dtype = t.dtype();
         if keep_quantized && dtype.is_quantized() && quant::is_weight_type(dtype) {
-            return Ok(Matrix::Quantized {
-                dtype,
-                bytes: t.contiguous_bytes()?.to_vec(),
-            });
+            let bytes = match Store::mapped(t) {
+                Some(store) => store,
+                None => Store::Owned(t.contiguous_bytes()?.to_vec()),
+            };
+            return Ok(Matrix::Quantized { dtype, bytes });
         }
-        to_f32(name, t).map(Matrix::F32)
+        if dtype == DType::F32
+            && let Some(store) = Store::mapped(t)
+        {
+            return Ok(Matrix::F32(store));
+        }
+        to_f32(name, t).map(Matrix::from_f32)
     }
 
-    /// Splits a `[Σ rows, cols]` matrix into consecutive row blocks.
+    /// Splits a `[Σ rows, cols]` matrix into consecutive row blocks (copies).
     pub fn split_rows(self, cols: usize, rows: &[usize]) -> Result<Vec<Matrix>> {
         match self {
-            Matrix::F32(w) => Ok(split_rows(&w, cols, rows)
+            Matrix::F32(w) => Ok(split_rows(w.as_slice(), cols, rows)
                 .into_iter()
-                .map(Matrix::F32)
+                .map(Matrix::from_f32)
                 .collect()),
             Matrix::Quantized { dtype, bytes } => {
                 let rb =
                     quant::row_bytes(dtype, cols).map_err(Error::core("split quantized rows"))?;
-                Ok(split_rows_bytes(&bytes, rb, rows)
+                Ok(split_rows_bytes(bytes.as_slice(), rb, rows)
                     .into_iter()
-                    .map(|bytes| Matrix::Quantized { dtype, bytes })
+                    .map(|b| Matrix::Quantized {
+                        dtype,
+                        bytes: Store::Owned(b),
+                    })
                     .collect())
             }
         }
     }
 
-    /// Bytes held.
+    /// Bytes held (mapped or owned).
     pub fn bytes(&self) -> usize {
         match self {
-            Matrix::F32(w) => w.len() * size_of::<f32>(),
-            Matrix::Quantized { bytes, .. } => bytes.len(),
+            Matrix::F32(w) => size_of_val(w.as_slice()),
+            Matrix::Quantized { bytes, .. } => bytes.as_slice().len(),
+        }
+    }
+
+    /// True when the values are used in place in the mapped file.
+    pub fn is_mapped(&self) -> bool {
+        match self {
+            Matrix::F32(w) => w.is_mapped(),
+            Matrix::Quantized { bytes, .. } => bytes.is_mapped(),
         }
     }
 }
@@ -106,7 +166,7 @@ impl Linear {
         out_dim: usize,
         in_dim: usize,
     ) -> Linear {
-        Linear::new(Matrix::F32(weight), bias, out_dim, in_dim)
+        Linear::new(Matrix::from_f32(weight), bias, out_dim, in_dim)
     }
 
     /// Outputs per row.
@@ -155,7 +215,7 @@ impl Linear {
             Matrix::F32(w) => project(
                 x,
                 m,
-                w,
+                w.as_slice(),
                 self.bias.as_deref(),
                 self.out_dim,
                 y,
@@ -169,7 +229,7 @@ impl Linear {
                 let y = &mut y[..m * n];
                 quant::gemm(
                     *dtype,
-                    bytes,
+                    bytes.as_slice(),
                     k,
                     &x[..m * k],
                     m,

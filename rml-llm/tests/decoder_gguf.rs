@@ -92,6 +92,9 @@ fn quantized_projections_stay_quantized_and_use_less_memory() {
     let f32 = load("llama", "model-f32.gguf");
     assert!(q8.parameter_bytes() < f32.parameter_bytes() / 2);
     assert!(matches!(q8.layer(0).q().weight(), Matrix::Quantized { .. }));
+    // Both files' projections are used where they lie in the mapped file.
+    assert!(q8.layer(1).q().weight().is_mapped());
+    assert!(f32.layer(1).q().weight().is_mapped());
 }
 
 #[test]

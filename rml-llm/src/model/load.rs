@@ -204,7 +204,7 @@ fn load_layer(f: &Fetch<'_>, c: &Config, l: usize) -> Result<Layer> {
             .split_rows(hidden, &[q_dim, kv_dim, kv_dim])?
             .into_iter();
         let mut next = |rows| {
-            let part = parts.next().unwrap_or(Matrix::F32(Vec::new()));
+            let part = parts.next().unwrap_or(Matrix::from_f32(Vec::new()));
             Linear::new(part, None, rows, hidden)
         };
         (next(q_dim), next(kv_dim), next(kv_dim))
@@ -258,7 +258,7 @@ fn load_layer(f: &Fetch<'_>, c: &Config, l: usize) -> Result<Layer> {
         let mut parts = fused.split_rows(hidden, &[ff, ff])?.into_iter();
         let mut next = || {
             Linear::new(
-                parts.next().unwrap_or(Matrix::F32(Vec::new())),
+                parts.next().unwrap_or(Matrix::from_f32(Vec::new())),
                 None,
                 ff,
                 hidden,

@@ -1,36 +1,48 @@
 //! GGUF files as a [`WeightSource`] (GGUF convention) and as configuration
 //! [`Metadata`], over the `rml-host` GGUF reader.
 //!
-//! Tensors are handed out in row-major shape (the reverse of ggml's dims), so a
-//! projection is `[out, in]` as in Hugging Face files; quantized tensors keep their
+//! The file is mapped once into an `rml_host::Buffer`; tensors are zero-copy
+//! windows of it, handed out in row-major shape (the reverse of ggml's dims), so a
+//! projection is `[out, in]` as in Hugging Face files. Quantized tensors keep their
 //! GGML block dtype.
 
 use std::path::Path;
 
-use rml_host::Tensor;
-use rml_host::formats::gguf::{GgufFile, Value};
+use rml_host::formats::gguf::{Gguf, Value};
+use rml_host::{Buffer, Tensor};
 
 use super::{Convention, WeightSource};
 use crate::config::{MetaValue, Metadata};
 use crate::error::{Error, Result};
 
+/// The mapped bytes of a GGUF file, as the reader's storage.
+#[derive(Clone, Debug)]
+pub struct MappedBytes(Buffer);
+
+impl AsRef<[u8]> for MappedBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
 /// A memory-mapped GGUF file.
 #[derive(Debug)]
 pub struct GgufSource {
-    file: GgufFile,
+    gguf: Gguf<MappedBytes>,
 }
 
 impl GgufSource {
-    /// Opens and validates a GGUF file.
+    /// Maps and validates a GGUF file.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufSource> {
+        let buffer = Buffer::map_file(path)?;
         Ok(GgufSource {
-            file: GgufFile::open(path).map_err(Error::Gguf)?,
+            gguf: Gguf::parse(MappedBytes(buffer)).map_err(Error::Gguf)?,
         })
     }
 
     /// The parsed file.
-    pub fn file(&self) -> &GgufFile {
-        &self.file
+    pub fn file(&self) -> &Gguf<MappedBytes> {
+        &self.gguf
     }
 }
 
@@ -40,17 +52,26 @@ impl WeightSource for GgufSource {
     }
 
     fn tensor(&self, name: &str) -> Result<Option<Tensor>> {
-        let Some(t) = self.file.tensor(name) else {
+        let Some(t) = self.gguf.tensor(name) else {
             return Ok(None);
         };
         let dtype = t.info.dtype().map_err(Error::Gguf)?;
-        Ok(Some(Tensor::from_raw(dtype, &t.info.shape(), t.data)?))
+        let start = usize::try_from(t.info.file_offset())
+            .map_err(|_| Error::Input(format!("tensor {name:?} lies past the address space")))?;
+        let buffer = self.gguf.storage().0.clone();
+        Ok(Some(Tensor::from_buffer(
+            buffer,
+            start,
+            t.data.len(),
+            dtype,
+            &t.info.shape(),
+        )?))
     }
 }
 
 impl Metadata for GgufSource {
     fn value(&self, key: &str) -> Option<MetaValue> {
-        Some(match self.file.get(key)? {
+        Some(match self.gguf.get(key)? {
             Value::U8(v) => MetaValue::U64(v.into()),
             Value::U16(v) => MetaValue::U64(v.into()),
             Value::U32(v) => MetaValue::U64(v.into()),
