@@ -22,5 +22,5 @@ pub mod weights;
 pub use config::{Config, Family};
 pub use error::{Error, Result};
 pub use kv_cache::{KvCache, KvDtype};
-pub use model::{LoadOptions, Model, Workspace};
+pub use model::{LoadOptions, Logits, Model, Workspace};
 pub use weights::{Convention, GgufSource, MemorySource, SafetensorsSource, WeightSource};

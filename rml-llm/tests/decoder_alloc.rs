@@ -5,7 +5,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::PathBuf;
 
-use rml_llm::{Config, GgufSource, KvDtype, Model, SafetensorsSource};
+use rml_llm::{Config, GgufSource, KvDtype, Logits, Model, SafetensorsSource};
 
 struct Counting;
 
@@ -71,9 +71,13 @@ fn assert_decode_allocates_nothing(name: &str, model: &Model, kv: KvDtype) {
     let mut ws = model.workspace(10, cache.capacity()).unwrap();
     let prompt: Vec<u32> = (1..=10).collect();
     let n = allocations(|| {
-        model.forward_with(&prompt, &mut cache, &mut ws).unwrap();
+        model
+            .forward_with(&prompt, &mut cache, &mut ws, Logits::All)
+            .unwrap();
         for tok in 11..18 {
-            let logits = model.forward_with(&[tok], &mut cache, &mut ws).unwrap();
+            let logits = model
+                .forward_with(&[tok], &mut cache, &mut ws, Logits::Last)
+                .unwrap();
             assert!(logits.iter().all(|v| v.is_finite()));
         }
     });
@@ -100,15 +104,40 @@ fn workspace_too_small_is_an_error() {
     let mut cache = model.new_cache(8);
     let mut ws = model.workspace(1, 8).unwrap();
     let err = model
-        .forward_with(&[1, 2], &mut cache, &mut ws)
+        .forward_with(&[1, 2], &mut cache, &mut ws, Logits::All)
         .unwrap_err();
     assert!(err.to_string().contains("workspace"), "{err}");
     let err = model
-        .forward_with(&[9999], &mut cache, &mut ws)
+        .forward_with(&[9999], &mut cache, &mut ws, Logits::All)
         .unwrap_err();
     assert!(err.to_string().contains("vocabulary"), "{err}");
     let mut full = model.new_cache(1);
     model.forward(&[1], &mut full).unwrap();
     let err = model.forward(&[2], &mut full).unwrap_err();
     assert!(err.to_string().contains("KV cache"), "{err}");
+}
+
+#[test]
+fn last_logits_equal_the_last_row_of_all_logits() {
+    for family in ["gemma2", "phi3"] {
+        let model = hf_model(family);
+        let vocab = model.config().vocab_size;
+        let prompt = [5, 17, 3, 250, 9, 9, 1, 44, 2, 100, 7];
+        let all = model.forward(&prompt, &mut model.new_cache(16)).unwrap();
+        let mut cache = model.new_cache(16);
+        let mut ws = model.workspace(prompt.len(), 16).unwrap();
+        let last = model
+            .forward_with(&prompt, &mut cache, &mut ws, Logits::Last)
+            .unwrap();
+        // One row runs on the GEMV, eleven on the GEMM: equal up to rounding.
+        let want = &all[all.len() - vocab..];
+        assert_eq!(last.len(), vocab);
+        for (a, b) in last.iter().zip(want) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+        let err = model
+            .forward_with(&[], &mut cache, &mut ws, Logits::Last)
+            .unwrap_err();
+        assert!(err.to_string().contains("no tokens"), "{err}");
+    }
 }

@@ -51,6 +51,15 @@ pub struct Model {
     local_rope: Option<Rope>,
 }
 
+/// Which tokens' logits a forward call computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Every token's (`tokens.len() × vocab`).
+    All,
+    /// Only the last token's (`vocab`): what generation needs after a prefill.
+    Last,
+}
+
 /// Every activation buffer of a forward call, sized up front by
 /// [`Model::workspace`] so that [`Model::forward_with`] does not allocate.
 #[derive(Clone, Debug)]
@@ -161,23 +170,34 @@ impl Model {
     /// keys and values to `cache`, and returns the logits of every token
     /// (`tokens.len() × vocab`, row-major). One call with many tokens is prefill;
     /// one token per call is decode. Allocates its buffers; see
-    /// [`Model::forward_with`] for the allocation-free form.
+    /// [`Model::forward_with`] for the allocation-free form. No tokens give no
+    /// logits.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut ws = self.workspace(tokens.len(), cache.capacity())?;
-        Ok(self.forward_with(tokens, cache, &mut ws)?.to_vec())
+        Ok(self
+            .forward_with(tokens, cache, &mut ws, Logits::All)?
+            .to_vec())
     }
 
     /// [`Model::forward`] into a [`Workspace`] made by [`Model::workspace`] for at
     /// least `tokens.len()` tokens and the cache's capacity: no allocation. The
-    /// logits live in the workspace until the next call.
+    /// logits (of every token, or of the last only) live in the workspace until the
+    /// next call.
     pub fn forward_with<'w>(
         &self,
         tokens: &[u32],
         cache: &mut KvCache,
         s: &'w mut Workspace,
+        which: Logits,
     ) -> Result<&'w [f32]> {
         let c = &self.config;
         let (t, hidden) = (tokens.len(), c.hidden_size);
+        if t == 0 {
+            return Err(Error::Input("no tokens to run".into()));
+        }
         if t > s.max_tokens {
             return Err(Error::Input(format!(
                 "{t} tokens exceed the workspace's {}",
@@ -205,14 +225,19 @@ impl Model {
             self.ffn_block(layer, t, s)?;
         }
         cache.advance(t);
-        s.h.resize(t * hidden, 0.0);
-        rms_norm_rows(&s.x, &self.output_norm, c.rms_eps, hidden, &mut s.h)?;
-        s.logits.resize(t * c.vocab_size, 0.0);
+        let rows = match which {
+            Logits::All => t,
+            Logits::Last => 1,
+        };
+        let last = &s.x[(t - rows) * hidden..];
+        s.h.resize(rows * hidden, 0.0);
+        rms_norm_rows(last, &self.output_norm, c.rms_eps, hidden, &mut s.h)?;
+        s.logits.resize(rows * c.vocab_size, 0.0);
         match &self.output {
-            Some(out) => out.forward(&s.h, t, &mut s.logits, &mut s.lin)?,
+            Some(out) => out.forward(&s.h, rows, &mut s.logits, &mut s.lin)?,
             None => project(
                 &s.h,
-                t,
+                rows,
                 &self.embed,
                 None,
                 c.vocab_size,
