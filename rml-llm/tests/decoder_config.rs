@@ -176,3 +176,41 @@ fn gguf_unknown_architecture_and_wrong_types_are_errors() {
     let msg = Config::from_metadata(&bad).unwrap_err().to_string();
     assert!(msg.contains("qwen2.block_count"), "{msg}");
 }
+
+#[test]
+fn multimodal_gemma3_is_read_from_its_text_config() {
+    let text = format!(
+        r#"{{"model_type": "gemma3", "vision_config": {{}}, "text_config": {}}}"#,
+        hf(r#", "model_type": "gemma3_text", "sliding_window": 4, "head_dim": 16"#)
+    );
+    let c = Config::from_hf_json(&text).unwrap();
+    assert_eq!(c.family, Family::Gemma3);
+    assert_eq!(c.hidden_size, 64);
+    assert_eq!(c.rope.theta, 1e6, "Gemma 3 class default");
+    assert_eq!(c.local_rope.unwrap().theta, 1e4);
+    use LayerKind::Sliding;
+    assert_eq!(
+        c.layer_kinds, [Sliding; 4],
+        "pattern 6: no global layer among four"
+    );
+}
+
+#[test]
+fn qwen2_slides_only_with_use_sliding_window_from_max_window_layers() {
+    let off = hf(r#", "model_type": "qwen2", "sliding_window": 4"#);
+    assert_eq!(
+        Config::from_hf_json(&off).unwrap().layer_kinds,
+        [LayerKind::Full; 4]
+    );
+    let on = hf(
+        r#", "model_type": "qwen2", "sliding_window": 4, "use_sliding_window": true,
+        "max_window_layers": 2"#,
+    );
+    use LayerKind::{Full, Sliding};
+    assert_eq!(
+        Config::from_hf_json(&on).unwrap().layer_kinds,
+        [Full, Full, Sliding, Sliding]
+    );
+    let c = Config::from_hf_json(&on).unwrap();
+    assert!(c.qkv_bias && !c.o_bias && !c.qk_norm && !c.tie_embeddings);
+}
