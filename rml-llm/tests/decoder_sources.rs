@@ -150,3 +150,23 @@ fn gguf_mixtral_with_per_expert_names_loads_like_the_stacked_file() {
     let per_expert = Model::load(cfg, &mem).unwrap();
     assert_eq!(logits(&per_expert), logits(&stacked));
 }
+
+#[test]
+fn open_reads_a_hugging_face_directory_or_a_gguf_file() {
+    let dir = Model::open(fixture("llama")).unwrap();
+    let explicit = Model::load(
+        config("llama"),
+        &SafetensorsSource::open(fixture("llama")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(logits(&dir), logits(&explicit));
+    let gguf = Model::open(fixture("llama").join("model-f32.gguf")).unwrap();
+    let want = logits(&explicit);
+    for (a, b) in logits(&gguf).iter().zip(&want) {
+        assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
+    }
+    let missing = Model::open(fixture("no-such-model"))
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("no-such-model"), "{missing}");
+}

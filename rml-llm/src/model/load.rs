@@ -3,6 +3,8 @@
 //! (Gemma `1 + w` norms from Hugging Face files, fused projections split, tied
 //! output, GGUF `rope_freqs` divisors, rope pairing chosen by convention).
 
+use std::path::Path;
+
 use rml_host::Tensor;
 
 use super::{Layer, Model};
@@ -13,7 +15,7 @@ use crate::ffn::{Ffn, Mlp, Moe};
 use crate::linear::{Linear, Matrix};
 use crate::rope::{Rope, RopeLayout};
 use crate::weights::transform::to_f32;
-use crate::weights::{Convention, Part, Role, WeightSource};
+use crate::weights::{Convention, GgufSource, Part, Role, SafetensorsSource, WeightSource};
 
 /// How [`Model::load_with`] treats the weights.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -116,6 +118,26 @@ impl Fetch<'_> {
 }
 
 impl Model {
+    /// Opens a model: a `.gguf` file (configuration from its metadata), or a Hugging
+    /// Face directory with `config.json` and `model.safetensors` (or a sharded set).
+    pub fn open(path: impl AsRef<Path>) -> Result<Model> {
+        let path = path.as_ref();
+        if path.is_dir() {
+            let config_path = path.join("config.json");
+            let text = std::fs::read_to_string(&config_path).map_err(|e| {
+                Error::config(
+                    &config_path.display().to_string(),
+                    "",
+                    format!("cannot read: {e}"),
+                )
+            })?;
+            let config = Config::from_hf_json(&text)?;
+            return Model::load(config, &SafetensorsSource::open(path)?);
+        }
+        let src = GgufSource::open(path)?;
+        Model::load(Config::from_metadata(&src)?, &src)
+    }
+
     /// Loads every weight `config` implies from `src`, keeping quantized
     /// projections quantized.
     pub fn load(config: Config, src: &dyn WeightSource) -> Result<Model> {
