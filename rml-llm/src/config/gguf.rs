@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use super::{
     Activation, Config, Family, GGUF_ARCHITECTURES, LayerKind, MoeConfig, ROPE_TYPES, RopeConfig,
-    RopeScaling, unsupported,
+    RopeScaling, check_heads, unsupported, windowed_layers,
 };
 use crate::error::{Error, Result};
 
@@ -136,13 +136,12 @@ impl Config {
         let n_layers = k.usize("block_count")?;
         let n_heads = k.usize("attention.head_count")?;
         let n_kv_heads = k.opt_usize("attention.head_count_kv")?.unwrap_or(n_heads);
-        if n_heads == 0 || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
-            return Err(Error::config(
-                SOURCE,
-                &k.key("attention.head_count_kv"),
-                format!("{n_kv_heads} key/value heads cannot serve {n_heads} query heads"),
-            ));
-        }
+        check_heads(
+            SOURCE,
+            &k.key("attention.head_count_kv"),
+            n_heads,
+            n_kv_heads,
+        )?;
         let head_dim = k
             .opt_usize("attention.key_length")?
             .unwrap_or(hidden_size / n_heads);
@@ -197,13 +196,10 @@ impl Config {
             ),
             _ => None,
         };
-        let layer_kinds = (0..n_layers)
-            .map(|i| match (sliding_window, pattern) {
-                (None, _) => LayerKind::Full,
-                (Some(_), Some(p)) if (i + 1) % p == 0 => LayerKind::Full,
-                (Some(_), _) => LayerKind::Sliding,
-            })
-            .collect();
+        let layer_kinds = match sliding_window {
+            Some(_) => windowed_layers(n_layers, 0, pattern),
+            None => vec![LayerKind::Full; n_layers],
+        };
         let (attn_softcap, final_softcap) = if gemma {
             (
                 k.opt_f64("attn_logit_softcapping")?.map(|v| v as f32),
@@ -260,7 +256,7 @@ impl Config {
             // Biases are used when the file has them (see the weight loader).
             qkv_bias: family == Family::Qwen2,
             o_bias: false,
-            qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3),
+            qk_norm: family.has_qk_norm(),
             sandwich_norms: gemma,
             moe_layers: vec![moe.is_some(); n_layers],
             moe,

@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 use super::{
     Activation, Config, Family, LayerKind, MoeConfig, ROPE_TYPES, RopeConfig, RopeScaling,
-    unsupported,
+    check_heads, unsupported, windowed_layers,
 };
 use crate::error::{Error, Result};
 
@@ -201,16 +201,7 @@ fn hf_layer_kinds(
         }
         _ => 0,
     };
-    Ok((0..n_layers)
-        .map(|i| {
-            let global = pattern.is_some_and(|p| (i + 1) % p == 0);
-            if i >= sliding_from && !global {
-                LayerKind::Sliding
-            } else {
-                LayerKind::Full
-            }
-        })
-        .collect())
+    Ok(windowed_layers(n_layers, sliding_from, pattern))
 }
 
 impl Json<'_> {
@@ -258,13 +249,7 @@ impl Config {
         let n_heads = j.usize("num_attention_heads")?;
         let n_layers = j.usize("num_hidden_layers")?;
         let n_kv_heads = j.opt_usize("num_key_value_heads")?.unwrap_or(n_heads);
-        if n_heads == 0 || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
-            return Err(Error::config(
-                j.source,
-                "num_key_value_heads",
-                format!("{n_kv_heads} key/value heads cannot serve {n_heads} query heads"),
-            ));
-        }
+        check_heads(j.source, "num_key_value_heads", n_heads, n_kv_heads)?;
         let head_dim = match j.opt_usize("head_dim")? {
             Some(d) => d,
             None => hidden_size / n_heads,
@@ -336,7 +321,7 @@ impl Config {
             embed_scale: gemma.then(|| (hidden_size as f64).sqrt() as f32),
             qkv_bias,
             o_bias,
-            qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3),
+            qk_norm: family.has_qk_norm(),
             sandwich_norms: gemma,
             moe,
             moe_layers,

@@ -80,9 +80,15 @@ impl Family {
         })
     }
 
-    /// True for the Gemma families (embedding scale, (1+w) norms in HF files).
+    /// True for the Gemma families (embedding scale, (1+w) norms in HF files,
+    /// sandwich norms, GeGLU).
     pub fn is_gemma(self) -> bool {
         matches!(self, Family::Gemma2 | Family::Gemma3)
+    }
+
+    /// True where q and k get a per-head RMSNorm before RoPE.
+    pub fn has_qk_norm(self) -> bool {
+        matches!(self, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3)
     }
 }
 
@@ -224,6 +230,42 @@ pub struct Config {
     pub moe_layers: Vec<bool>,
     /// The output projection is the embedding matrix.
     pub tie_embeddings: bool,
+}
+
+/// Checks that `n_kv_heads` key/value heads can serve `n_heads` query heads.
+pub(crate) fn check_heads(
+    source: &str,
+    key: &str,
+    n_heads: usize,
+    n_kv_heads: usize,
+) -> Result<()> {
+    if n_heads == 0 || n_kv_heads == 0 || !n_heads.is_multiple_of(n_kv_heads) {
+        return Err(Error::config(
+            source,
+            key,
+            format!("{n_kv_heads} key/value heads cannot serve {n_heads} query heads"),
+        ));
+    }
+    Ok(())
+}
+
+/// Layer kinds when layers from `sliding_from` on slide, except every
+/// `global_every`-th one (counting from 1), which stays global.
+pub(crate) fn windowed_layers(
+    n_layers: usize,
+    sliding_from: usize,
+    global_every: Option<usize>,
+) -> Vec<LayerKind> {
+    (0..n_layers)
+        .map(|i| {
+            let global = global_every.is_some_and(|p| (i + 1) % p == 0);
+            if i >= sliding_from && !global {
+                LayerKind::Sliding
+            } else {
+                LayerKind::Full
+            }
+        })
+        .collect()
 }
 
 pub(crate) fn unsupported(
