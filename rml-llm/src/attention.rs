@@ -9,6 +9,18 @@ use crate::error::{Error, Result};
 use crate::kv_cache::KvElement;
 use crate::ops::softcap;
 
+/// One layer's cached keys and values: `slots` rows each, position `p` in row
+/// `p % slots`.
+#[derive(Clone, Copy, Debug)]
+pub struct KvRing<'a, T> {
+    /// Keys, `slots × n_kv_heads·head_dim`.
+    pub keys: &'a [T],
+    /// Values, shaped like `keys`.
+    pub values: &'a [T],
+    /// Rows held.
+    pub slots: usize,
+}
+
 /// The shape of one layer's attention.
 #[derive(Clone, Copy, Debug)]
 pub struct AttentionSpec {
@@ -36,14 +48,13 @@ impl AttentionSpec {
     }
 
     /// Attention of the queries `q` (`rows × n_heads·head_dim`, positions
-    /// `start..start + rows`) over `keys` / `values` (positions `0..start + rows`,
-    /// each `n_kv_heads·head_dim` wide) into `out` (shaped like `q`). `scores` is
-    /// scratch of at least `2·(start + rows)` values.
+    /// `start..start + rows`) over the cached keys and values (every visible
+    /// position present) into `out` (shaped like `q`). `scores` is scratch of at
+    /// least `2·(start + rows)` values.
     pub fn run<T: KvElement>(
         &self,
         q: &[f32],
-        keys: &[T],
-        values: &[T],
+        kv: KvRing<'_, T>,
         start: usize,
         out: &mut [f32],
         scores: &mut [f32],
@@ -64,7 +75,7 @@ impl AttentionSpec {
                 let kvh = h / group;
                 let qh = &q[t * q_dim + h * hd..][..hd];
                 for (s, p) in raw[..n].iter_mut().zip(first..=pos) {
-                    let k = &keys[p * kv_dim + kvh * hd..][..hd];
+                    let k = &kv.keys[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
                     *s = qh.iter().zip(k).map(|(a, b)| a * b.to_f32()).sum::<f32>() * self.scale;
                 }
                 if let Some(cap) = self.softcap {
@@ -78,7 +89,7 @@ impl AttentionSpec {
                 let o = &mut out[t * q_dim + h * hd..][..hd];
                 o.fill(0.0);
                 for (w, p) in probs[..n].iter().zip(first..=pos) {
-                    let v = &values[p * kv_dim + kvh * hd..][..hd];
+                    let v = &kv.values[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
                     for (oi, vi) in o.iter_mut().zip(v) {
                         *oi += w * vi.to_f32();
                     }
@@ -111,14 +122,17 @@ mod tests {
         let q = [1.0; 12];
         let mut out = [0.0; 12];
         let mut scratch = [0.0; 6];
-        spec(None)
-            .run(&q, &keys, &values, 0, &mut out, &mut scratch)
-            .unwrap();
+        let ring = KvRing {
+            keys: &keys,
+            values: &values,
+            slots: 3,
+        };
+        spec(None).run(&q, ring, 0, &mut out, &mut scratch).unwrap();
         // Equal scores: position p averages values 0..=p; both heads share kv head 0.
         assert_eq!(&out[..4], &[1.0, 2.0, 1.0, 2.0]);
         assert_eq!(&out[8..], &[3.0, 4.0, 3.0, 4.0]);
         spec(Some(2))
-            .run(&q, &keys, &values, 0, &mut out, &mut scratch)
+            .run(&q, ring, 0, &mut out, &mut scratch)
             .unwrap();
         assert_eq!(&out[8..], &[4.0, 5.0, 4.0, 5.0]);
     }

@@ -1,7 +1,13 @@
 //! The key/value cache: keys and values of every layer, in f32 or f16, sized up
 //! front for a fixed number of positions, so decoding never allocates.
 //!
-//! Memory: `2 · n_layers · capacity · n_kv_heads · head_dim · (4 or 2)` bytes.
+//! Each layer holds `slots` positions and position `p` lives in slot `p % slots`. A
+//! full-attention layer has `slots = capacity`; a sliding-window layer of window `W`
+//! may have a ring of `W + max_block − 1` slots ([`KvCache::windowed`]): enough for
+//! the last `W` positions of the oldest query of a block of up to `max_block` new
+//! tokens.
+//!
+//! Memory: `2 · Σ_layers slots · n_kv_heads · head_dim · (4 or 2)` bytes.
 
 use half::f16;
 
@@ -43,7 +49,8 @@ impl KvElement for f16 {
     }
 }
 
-/// Keys and values of one layer, positions `0..end`.
+/// Keys and values of one layer: `slots` rows of `kv_dim`, position `p` in row
+/// `p % slots`.
 #[derive(Clone, Copy, Debug)]
 pub enum KvSlices<'a> {
     /// f32 storage.
@@ -61,9 +68,11 @@ enum Storage {
 /// Keys and values of `len` positions for every layer, room for `capacity`.
 #[derive(Clone, Debug)]
 pub struct KvCache {
-    n_layers: usize,
     kv_dim: usize,
     capacity: usize,
+    max_block: usize,
+    /// Per layer: (first row, rows).
+    layers: Vec<(usize, usize)>,
     len: usize,
     storage: Storage,
 }
@@ -83,7 +92,33 @@ impl KvCache {
 
     /// [`KvCache::new`] with the element type chosen.
     pub fn with_dtype(n_layers: usize, kv_dim: usize, capacity: usize, dtype: KvDtype) -> KvCache {
-        let n = n_layers * capacity * kv_dim;
+        KvCache::windowed(kv_dim, capacity, &vec![None; n_layers], capacity, dtype)
+    }
+
+    /// A cache whose sliding-window layers (`windows[l] = Some(W)`) keep a ring of
+    /// `min(capacity, W + max_block − 1)` positions; calls may then add at most
+    /// `max_block` positions at a time.
+    pub fn windowed(
+        kv_dim: usize,
+        capacity: usize,
+        windows: &[Option<usize>],
+        max_block: usize,
+        dtype: KvDtype,
+    ) -> KvCache {
+        let max_block = max_block.clamp(1, capacity.max(1));
+        let mut rows = 0;
+        let layers = windows
+            .iter()
+            .map(|w| {
+                let slots = match w {
+                    Some(w) => capacity.min(w + max_block - 1),
+                    None => capacity,
+                };
+                rows += slots;
+                (rows - slots, slots)
+            })
+            .collect();
+        let n = rows * kv_dim;
         let storage = match dtype {
             KvDtype::F32 => Storage::F32 {
                 keys: vec![0.0; n],
@@ -95,12 +130,23 @@ impl KvCache {
             },
         };
         KvCache {
-            n_layers,
             kv_dim,
             capacity,
+            max_block,
+            layers,
             len: 0,
             storage,
         }
+    }
+
+    /// The most positions one call may add.
+    pub fn max_block(&self) -> usize {
+        self.max_block
+    }
+
+    /// Rows (positions) held for `layer`.
+    pub fn slots(&self, layer: usize) -> usize {
+        self.layers[layer].1
     }
 
     /// The element type.
@@ -144,8 +190,14 @@ impl KvCache {
         self.len = self.len.min(len);
     }
 
-    /// Checks that `n` more positions fit.
+    /// Checks that `n` more positions fit, in one call.
     pub fn reserve(&self, n: usize) -> Result<()> {
+        if n > self.max_block {
+            return Err(Error::Input(format!(
+                "{n} positions in one call exceed the KV cache's block of {}",
+                self.max_block
+            )));
+        }
         if self.len + n > self.capacity {
             return Err(Error::Input(format!(
                 "{} positions do not fit: the KV cache holds {} of {}",
@@ -156,8 +208,8 @@ impl KvCache {
     }
 
     fn range(&self, layer: usize, pos: usize) -> std::ops::Range<usize> {
-        debug_assert!(layer < self.n_layers && pos < self.capacity);
-        let start = (layer * self.capacity + pos) * self.kv_dim;
+        let (first, slots) = self.layers[layer];
+        let start = (first + pos % slots) * self.kv_dim;
         start..start + self.kv_dim
     }
 
@@ -176,10 +228,11 @@ impl KvCache {
         }
     }
 
-    /// Keys and values of `layer` for positions `0..end` (`end × kv_dim` each).
-    pub fn layer(&self, layer: usize, end: usize) -> KvSlices<'_> {
-        let start = layer * self.capacity * self.kv_dim;
-        let r = start..start + end * self.kv_dim;
+    /// Keys and values of `layer`: [`KvCache::slots`] rows, position `p` in row
+    /// `p % slots`.
+    pub fn layer(&self, layer: usize) -> KvSlices<'_> {
+        let (first, slots) = self.layers[layer];
+        let r = first * self.kv_dim..(first + slots) * self.kv_dim;
         match &self.storage {
             Storage::F32 { keys, values } => KvSlices::F32(&keys[r.clone()], &values[r]),
             Storage::F16 { keys, values } => KvSlices::F16(&keys[r.clone()], &values[r]),
@@ -206,12 +259,29 @@ mod tests {
             c.store(1, 2, &k, &k);
             c.advance(3);
         }
-        let KvSlices::F16(keys, _) = b.layer(1, 3) else {
+        let KvSlices::F16(keys, _) = b.layer(1) else {
             panic!("f16 cache hands out f32 slices")
         };
         for (got, want) in keys[8..].iter().zip(k) {
             assert!((got.to_f32() - want).abs() <= want.abs() * 1e-3);
         }
-        assert!(matches!(a.layer(1, 3), KvSlices::F32(..)));
+        assert!(matches!(a.layer(1), KvSlices::F32(..)));
+    }
+
+    #[test]
+    fn windowed_layers_keep_a_ring_and_blocks_are_bounded() {
+        let mut c = KvCache::windowed(2, 100, &[None, Some(4)], 3, KvDtype::F32);
+        assert_eq!((c.slots(0), c.slots(1)), (100, 6));
+        assert_eq!(c.bytes(), (100 + 6) * 2 * 2 * 4);
+        assert!(c.reserve(4).is_err());
+        for pos in 0..8 {
+            c.store(1, pos, &[pos as f32; 2], &[0.0; 2]);
+        }
+        let KvSlices::F32(keys, _) = c.layer(1) else {
+            panic!("f32 cache hands out f16 slices")
+        };
+        // Positions 6 and 7 overwrote slots 0 and 1.
+        assert_eq!(&keys[..4], &[6.0, 6.0, 7.0, 7.0]);
+        assert_eq!(&keys[4..6], &[2.0, 2.0]);
     }
 }

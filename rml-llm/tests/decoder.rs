@@ -148,3 +148,31 @@ fn f16_kv_cache_stays_close_for_every_family() {
         assert!(worst <= F16_KV_REL_TOL, "{family}: relative error {worst}");
     }
 }
+
+#[test]
+fn windowed_cache_rings_give_the_same_logits_with_less_memory() {
+    for family in ["mistral", "gemma2", "gemma3"] {
+        let model = load(family);
+        for max_block in [1, 3, 11] {
+            for (tokens, want) in prompts(family) {
+                let mut cache = model.new_windowed_cache(16, max_block, KvDtype::F32);
+                assert!(cache.bytes() < model.new_cache(16).bytes());
+                let mut got = Vec::new();
+                for block in tokens.chunks(max_block) {
+                    got.extend(model.forward(block, &mut cache).unwrap());
+                }
+                let err = rel_err(&got, &want);
+                assert!(
+                    err <= REL_TOL,
+                    "{family}, blocks of {max_block}: relative error {err}"
+                );
+            }
+        }
+        let mut cache = model.new_windowed_cache(16, 2, KvDtype::F32);
+        let err = model
+            .forward(&[1, 2, 3], &mut cache)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("block of 2"), "{err}");
+    }
+}

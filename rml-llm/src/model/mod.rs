@@ -11,7 +11,7 @@ mod load;
 
 pub use load::LoadOptions;
 
-use crate::attention::AttentionSpec;
+use crate::attention::{AttentionSpec, KvRing};
 use crate::config::{Config, LayerKind};
 use crate::error::{Error, Result};
 use crate::ffn::{Ffn, FfnScratch};
@@ -105,6 +105,14 @@ impl Model {
     /// An empty KV cache of `dtype` for up to `capacity` positions.
     pub fn new_cache_with(&self, capacity: usize, dtype: KvDtype) -> KvCache {
         KvCache::with_dtype(self.config.n_layers, self.config.kv_dim(), capacity, dtype)
+    }
+
+    /// An empty KV cache whose sliding-window layers keep only a ring of
+    /// `window + max_block − 1` positions; each call may then add at most
+    /// `max_block` tokens.
+    pub fn new_windowed_cache(&self, capacity: usize, max_block: usize, dtype: KvDtype) -> KvCache {
+        let windows: Vec<Option<usize>> = self.layers.iter().map(|l| l.attention.window).collect();
+        KvCache::windowed(self.config.kv_dim(), capacity, &windows, max_block, dtype)
     }
 
     /// Bytes of parameters held (f32 values and quantized blocks).
@@ -293,12 +301,23 @@ impl Model {
         s.attn.resize(t * q_dim, 0.0);
         s.scores.resize(2 * (start + t), 0.0);
         let spec = &layer.attention;
-        match cache.layer(index, start + t) {
+        let slots = cache.slots(index);
+        match cache.layer(index) {
             KvSlices::F32(keys, values) => {
-                spec.run(&s.q, keys, values, start, &mut s.attn, &mut s.scores)?
+                let kv = KvRing {
+                    keys,
+                    values,
+                    slots,
+                };
+                spec.run(&s.q, kv, start, &mut s.attn, &mut s.scores)?
             }
             KvSlices::F16(keys, values) => {
-                spec.run(&s.q, keys, values, start, &mut s.attn, &mut s.scores)?
+                let kv = KvRing {
+                    keys,
+                    values,
+                    slots,
+                };
+                spec.run(&s.q, kv, start, &mut s.attn, &mut s.scores)?
             }
         }
         s.proj.resize(t * hidden, 0.0);
