@@ -119,6 +119,11 @@ pub struct FfnScratch {
 }
 
 impl FfnScratch {
+    /// Splits single-row projections across `pool` from now on.
+    pub fn set_pool(&mut self, pool: Option<std::sync::Arc<rml_host::ThreadPool>>) {
+        self.lin.set_pool(pool);
+    }
+
     /// Buffers for up to `m` rows of width `hidden`, MLPs up to `ff` wide, up to
     /// `n_experts` experts, and the projections' scratch `lin`.
     pub fn with_capacity(

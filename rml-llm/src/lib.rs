@@ -16,6 +16,7 @@ pub mod kv_cache;
 pub mod linear;
 pub mod model;
 pub mod ops;
+mod parallel;
 pub mod rope;
 pub mod weights;
 

@@ -6,11 +6,14 @@
 //! Float weights (F32, F16, BF16) are held as f32 and run on the f32 GEMV.
 
 use rml_core::DType;
-use rml_host::Tensor;
+use std::sync::Arc;
+
+use rml_host::{Tensor, ThreadPool};
 use rml_kernels::quant;
 
 use crate::error::{Error, Result};
 use crate::ops::{project, project_scratch_len};
+use crate::parallel::for_each_out_chunk;
 use crate::weights::transform::{split_rows, to_f32};
 
 /// Where a weight's values live: an owned copy, or the file's mapped tensor (no
@@ -211,6 +214,12 @@ impl Linear {
         y: &mut [f32],
         scratch: &mut LinearScratch,
     ) -> Result<()> {
+        if m == 1
+            && let Some(pool) = scratch.pool.clone()
+            && pool.threads() > 1
+        {
+            return self.forward_row_threaded(&pool, x, &mut y[..self.out_dim], scratch);
+        }
         match &self.weight {
             Matrix::F32(w) => project(
                 x,
@@ -239,22 +248,67 @@ impl Linear {
                     &mut scratch.quant,
                 )
                 .map_err(ctx())?;
-                if let Some(b) = &self.bias {
-                    for row in y.chunks_exact_mut(n) {
-                        row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-                    }
-                }
+                self.add_bias(y);
                 Ok(())
+            }
+        }
+    }
+
+    /// One row, output features split across `pool` (decode).
+    fn forward_row_threaded(
+        &self,
+        pool: &ThreadPool,
+        x: &[f32],
+        y: &mut [f32],
+        scratch: &mut LinearScratch,
+    ) -> Result<()> {
+        let k = self.in_dim;
+        let x = &x[..k];
+        match &self.weight {
+            Matrix::F32(w) => {
+                let w = w.as_slice();
+                let bias = self.bias.as_deref();
+                for_each_out_chunk(pool, y, k, |rows, out| {
+                    let b = bias.map(|b| &b[rows.clone()]);
+                    let rw = &w[rows.start * k..rows.end * k];
+                    project(x, 1, rw, b, rows.len(), out, &mut Vec::new())
+                })
+            }
+            Matrix::Quantized { dtype, bytes } => {
+                let ctx = || Error::core("quantized linear");
+                let act = quant::vec_dot_type(*dtype).map_err(ctx())?;
+                scratch
+                    .quant
+                    .resize(quant::gemm_scratch_len(*dtype, 1, k).map_err(ctx())?, 0);
+                quant::quantize_act(act, x, &mut scratch.quant).map_err(ctx())?;
+                let (acts, weights) = (&scratch.quant[..], bytes.as_slice());
+                for_each_out_chunk(pool, y, k, |rows, out| {
+                    let ldo = rows.len();
+                    quant::gemm_quantized(*dtype, weights, k, acts, 1, rows, out, ldo)
+                        .map_err(ctx())
+                })?;
+                self.add_bias(y);
+                Ok(())
+            }
+        }
+    }
+
+    fn add_bias(&self, y: &mut [f32]) {
+        if let Some(b) = &self.bias {
+            for row in y.chunks_exact_mut(self.out_dim) {
+                row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
             }
         }
     }
 }
 
-/// Scratch of [`Linear::forward`]: quantized activations and packed GEMM blocks.
+/// Scratch of [`Linear::forward`]: quantized activations, packed GEMM blocks, and
+/// the thread pool single-row (decode) projections are split across, if any.
 #[derive(Clone, Debug, Default)]
 pub struct LinearScratch {
     quant: Vec<u8>,
     gemm: Vec<f32>,
+    pool: Option<Arc<ThreadPool>>,
 }
 
 impl LinearScratch {
@@ -263,6 +317,7 @@ impl LinearScratch {
         LinearScratch {
             quant: Vec::with_capacity(quant),
             gemm: Vec::with_capacity(gemm),
+            pool: None,
         }
     }
 
@@ -274,9 +329,18 @@ impl LinearScratch {
         )
     }
 
-    /// Another scratch with the same room (`clone` would keep only the contents).
+    /// Another scratch with the same room and pool (`clone` would keep only the
+    /// contents).
     pub fn same_room(&self) -> LinearScratch {
-        LinearScratch::with_capacity(self.quant.capacity(), self.gemm.capacity())
+        LinearScratch {
+            pool: self.pool.clone(),
+            ..LinearScratch::with_capacity(self.quant.capacity(), self.gemm.capacity())
+        }
+    }
+
+    /// Splits single-row projections across `pool` from now on.
+    pub fn set_pool(&mut self, pool: Option<Arc<ThreadPool>>) {
+        self.pool = pool;
     }
 
     /// The f32 GEMM scratch (also used by projections outside a [`Linear`]).

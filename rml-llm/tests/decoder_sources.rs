@@ -170,3 +170,39 @@ fn open_reads_a_hugging_face_directory_or_a_gguf_file() {
         .to_string();
     assert!(missing.contains("no-such-model"), "{missing}");
 }
+
+#[test]
+fn decode_split_across_threads_gives_identical_logits() {
+    use std::sync::Arc;
+
+    use rml_host::ThreadPool;
+    use rml_llm::Logits;
+
+    let pool = Arc::new(ThreadPool::new(3).unwrap().with_min_parallel_cost(0));
+    let gguf = GgufSource::open(fixture("llama").join("model-q8_0.gguf")).unwrap();
+    let q8 = Model::load(Config::from_metadata(&gguf).unwrap(), &gguf).unwrap();
+    for model in [
+        Model::open(fixture("qwen2")).unwrap(),
+        Model::open(fixture("mixtral")).unwrap(),
+        q8,
+    ] {
+        let run = |pool: Option<Arc<ThreadPool>>| {
+            let mut cache = model.new_cache(12);
+            let mut ws = model.workspace(4, 12).unwrap();
+            ws.set_pool(pool);
+            let mut out = model
+                .forward_with(&[7, 8, 9], &mut cache, &mut ws, Logits::All)
+                .unwrap()
+                .to_vec();
+            for tok in [10, 11, 12, 13] {
+                out.extend_from_slice(
+                    model
+                        .forward_with(&[tok], &mut cache, &mut ws, Logits::Last)
+                        .unwrap(),
+                );
+            }
+            out
+        };
+        assert_eq!(run(Some(pool.clone())), run(None));
+    }
+}

@@ -9,6 +9,10 @@
 
 mod load;
 
+use std::sync::Arc;
+
+use rml_host::ThreadPool;
+
 pub use load::LoadOptions;
 
 use crate::attention::{AttentionSpec, KvRing};
@@ -80,6 +84,15 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// Splits decode (one-token) projections across `pool`'s threads, or back to
+    /// the calling thread only with `None`. Results do not depend on the thread
+    /// count. (Spawning pool tasks allocates; the allocation-free guarantee holds
+    /// without a pool.)
+    pub fn set_pool(&mut self, pool: Option<Arc<ThreadPool>>) {
+        self.lin.set_pool(pool.clone());
+        self.ffn.set_pool(pool);
+    }
+
     /// The most tokens one call may take.
     pub fn max_tokens(&self) -> usize {
         self.max_tokens
