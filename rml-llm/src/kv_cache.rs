@@ -144,7 +144,8 @@ impl KvCache {
         self.max_block
     }
 
-    /// Rows (positions) held for `layer`.
+    /// Rows (positions) held for `layer` (a layer index past the last is a caller
+    /// bug and panics, as do the other per-layer methods).
     pub fn slots(&self, layer: usize) -> usize {
         self.layers[layer].1
     }

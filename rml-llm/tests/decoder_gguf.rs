@@ -91,10 +91,13 @@ fn quantized_projections_stay_quantized_and_use_less_memory() {
     let q8 = load("llama", "model-q8_0.gguf");
     let f32 = load("llama", "model-f32.gguf");
     assert!(q8.parameter_bytes() < f32.parameter_bytes() / 2);
-    assert!(matches!(q8.layer(0).q().weight(), Matrix::Quantized { .. }));
+    assert!(matches!(
+        q8.layer(0).unwrap().q().weight(),
+        Matrix::Quantized { .. }
+    ));
     // Both files' projections are used where they lie in the mapped file.
-    assert!(q8.layer(1).q().weight().is_mapped());
-    assert!(f32.layer(1).q().weight().is_mapped());
+    assert!(q8.layer(1).unwrap().q().weight().is_mapped());
+    assert!(f32.layer(1).unwrap().q().weight().is_mapped());
 }
 
 #[test]

@@ -66,13 +66,13 @@ fn sharded_safetensors_give_the_same_logits() {
     let sharded = Model::load(config("qwen3_moe"), &src).unwrap();
     assert_eq!(logits(&sharded), logits(&single));
     assert!(
-        !single.layer(0).q().weight().is_mapped(),
+        !single.layer(0).unwrap().q().weight().is_mapped(),
         "BF16 weights are converted"
     );
     let llama = SafetensorsSource::open(fixture("llama")).unwrap();
     let f32_model = Model::load(config("llama"), &llama).unwrap();
     assert!(
-        f32_model.layer(0).q().weight().is_mapped(),
+        f32_model.layer(0).unwrap().q().weight().is_mapped(),
         "F32 weights are used in place"
     );
     std::fs::remove_dir_all(dir).unwrap();

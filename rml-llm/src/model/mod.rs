@@ -105,9 +105,9 @@ impl Model {
         &self.config
     }
 
-    /// Layer `index` (panics past the last layer).
-    pub fn layer(&self, index: usize) -> &Layer {
-        &self.layers[index]
+    /// Layer `index`, if the model has it.
+    pub fn layer(&self, index: usize) -> Option<&Layer> {
+        self.layers.get(index)
     }
 
     /// An empty f32 KV cache for up to `capacity` positions.
