@@ -13,8 +13,9 @@ use rml_kernels::quant;
 
 use crate::error::{Error, Result};
 use crate::ops::{project, project_scratch_len};
-use crate::parallel::for_each_out_chunk;
+use crate::parallel::for_each_row_chunk;
 use crate::weights::transform::{split_rows, to_f32};
+use rml_kernels::gemm::SMALL_M;
 
 /// Where a weight's values live: an owned copy, or the file's mapped tensor (no
 /// copy; f32 only when the mapped bytes are 4-byte aligned).
@@ -214,11 +215,15 @@ impl Linear {
         y: &mut [f32],
         scratch: &mut LinearScratch,
     ) -> Result<()> {
-        if m == 1
-            && let Some(pool) = scratch.pool.clone()
+        if let Some(pool) = scratch.pool.clone()
             && pool.threads() > 1
         {
-            return self.forward_row_threaded(&pool, x, &mut y[..self.out_dim], scratch);
+            if m == 1 {
+                return self.forward_row_threaded(&pool, x, &mut y[..self.out_dim], scratch);
+            }
+            if m > SMALL_M {
+                return self.forward_rows_threaded(&pool, x, &mut y[..m * self.out_dim]);
+            }
         }
         match &self.weight {
             Matrix::F32(w) => project(
@@ -268,7 +273,7 @@ impl Linear {
             Matrix::F32(w) => {
                 let w = w.as_slice();
                 let bias = self.bias.as_deref();
-                for_each_out_chunk(pool, y, k, |rows, out| {
+                for_each_row_chunk(pool, y, 1, 32, k, |rows, out| {
                     let b = bias.map(|b| &b[rows.clone()]);
                     let rw = &w[rows.start * k..rows.end * k];
                     project(x, 1, rw, b, rows.len(), out, &mut Vec::new())
@@ -282,7 +287,7 @@ impl Linear {
                     .resize(quant::gemm_scratch_len(*dtype, 1, k).map_err(ctx())?, 0);
                 quant::quantize_act(act, x, &mut scratch.quant).map_err(ctx())?;
                 let (acts, weights) = (&scratch.quant[..], bytes.as_slice());
-                for_each_out_chunk(pool, y, k, |rows, out| {
+                for_each_row_chunk(pool, y, 1, 32, k, |rows, out| {
                     let ldo = rows.len();
                     quant::gemm_quantized(*dtype, weights, k, acts, 1, rows, out, ldo)
                         .map_err(ctx())
@@ -291,6 +296,17 @@ impl Linear {
                 Ok(())
             }
         }
+    }
+
+    /// Many rows (prefill), token rows split across `pool`; each chunk runs the
+    /// serial path on its rows with its own scratch.
+    fn forward_rows_threaded(&self, pool: &ThreadPool, x: &[f32], y: &mut [f32]) -> Result<()> {
+        let (k, n) = (self.in_dim, self.out_dim);
+        let serial = LinearScratch::default();
+        for_each_row_chunk(pool, y, n, SMALL_M + 1, k * n, |rows, out| {
+            let mut own = serial.clone();
+            self.forward(&x[rows.start * k..rows.end * k], rows.len(), out, &mut own)
+        })
     }
 
     fn add_bias(&self, y: &mut [f32]) {

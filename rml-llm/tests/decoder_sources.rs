@@ -204,5 +204,19 @@ fn decode_split_across_threads_gives_identical_logits() {
             out
         };
         assert_eq!(run(Some(pool.clone())), run(None));
+        // Prefill rows split across threads: each chunk runs the same GEMM.
+        let prefill = |pool: Option<Arc<ThreadPool>>| {
+            let prompt: Vec<u32> = (20..40).collect();
+            let mut cache = model.new_cache(24);
+            let mut ws = model.workspace(20, 24).unwrap();
+            ws.set_pool(pool);
+            model
+                .forward_with(&prompt, &mut cache, &mut ws, Logits::All)
+                .unwrap()
+                .to_vec()
+        };
+        for (a, b) in prefill(Some(pool.clone())).iter().zip(prefill(None)) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+        }
     }
 }
