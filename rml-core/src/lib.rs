@@ -20,6 +20,7 @@ pub mod arena;
 pub mod dtype;
 pub mod error;
 pub mod ops;
+pub mod quant;
 pub mod random;
 pub mod shape;
 pub mod view;

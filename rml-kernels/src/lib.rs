@@ -13,4 +13,6 @@
 
 pub use rml_core;
 
+pub mod gemm;
 pub mod isa;
+pub mod quant;

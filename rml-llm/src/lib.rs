@@ -1,11 +1,29 @@
 //! # rml-llm
 //!
-//! The LLM runtime of rml. It will hold the tokenizers (tokenizer.json and GGUF
-//! vocabularies), chat templates, model configuration, the weight source over GGUF or
-//! safetensors, the decoder with its per-family hooks, the KV cache, samplers, the
-//! generation loop and the `rml-llm` CLI.
+//! The LLM runtime of rml. It holds the model configuration ([`config`]), the weight
+//! source over safetensors or GGUF ([`weights`]), the decoder with its per-family
+//! hooks ([`model`]), the KV cache ([`kv_cache`]) and the numeric pieces they share
+//! ([`rope`], [`attention`], [`ffn`], [`linear`], [`ops`]). Tokenizers, chat templates,
+//! samplers, the generation loop and the `rml-llm` CLI land here too.
 //!
 //! It depends on `rml-host` and the crates below it.
 
+pub mod attention;
 pub mod chat;
+pub mod config;
+pub mod error;
+pub mod ffn;
+pub mod kv_cache;
+pub mod linear;
+pub mod model;
+pub mod ops;
+mod parallel;
+pub mod rope;
 pub mod tokenizer;
+pub mod weights;
+
+pub use config::{Config, Family};
+pub use error::{Error, Result};
+pub use kv_cache::{KvCache, KvDtype};
+pub use model::{LoadOptions, Logits, Model, Workspace};
+pub use weights::{Convention, GgufSource, MemorySource, SafetensorsSource, WeightSource};

@@ -1,0 +1,184 @@
+//! The blocked loop nest shared by every ISA. Inputs are already validated by the
+//! public functions in `mod.rs`; the micro-kernel wrappers re-check each tile's
+//! extents before any SIMD load or store.
+
+use super::epilogue::Epilogue;
+use super::mat::{MatMut, MatRef};
+use super::pack::{pack_a, pack_b_block};
+use super::tile::{TileSpec, tile_scalar};
+use super::{KC, MC, MR, NC, NR, PackedB, SMALL_M, Weight};
+use crate::isa::Isa;
+
+/// Where B comes from.
+pub(crate) enum BSrc<'a, T> {
+    /// A plain matrix, packed block by block into scratch (or read in place).
+    Plain(MatRef<'a, T>),
+    /// Pre-packed by `pack_b`.
+    Packed(PackedB<'a>),
+}
+
+/// The micro-kernel chosen for this call (an ISA proven available).
+#[derive(Clone, Copy)]
+pub(crate) enum Kernel {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2(super::x86_avx2::Avx2),
+    #[cfg(target_arch = "aarch64")]
+    Neon(super::aarch64_neon::Neon),
+}
+
+impl Kernel {
+    pub(crate) fn new(isa: Isa) -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = super::x86_avx2::Avx2::new(isa) {
+            return Kernel::Avx2(k);
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let Some(k) = super::aarch64_neon::Neon::new(isa) {
+            return Kernel::Neon(k);
+        }
+        let _ = isa;
+        Kernel::Scalar
+    }
+
+    #[inline]
+    pub(crate) fn tile(self, spec: &TileSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
+        match self {
+            Kernel::Scalar => tile_scalar(spec, a, b, c),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2(k) => k.tile(spec, a, b, c),
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Neon(k) => k.tile(spec, a, b, c),
+        }
+    }
+}
+
+/// `C ← beta·C` (zero when `beta == 0`, ignoring what C held), then the epilogue:
+/// the whole GEMM when `k == 0`.
+fn scale_only(beta: f32, c: &mut MatMut<'_>, epi: &Epilogue<'_>) {
+    for i in 0..c.rows {
+        for j in 0..c.cols {
+            let v = &mut c.data[i * c.rs + j * c.cs];
+            *v = if beta == 0.0 { 0.0 } else { beta * *v };
+        }
+    }
+    if !epi.is_identity() {
+        epi.apply_tile(c, 0, c.rows, 0, c.cols);
+    }
+}
+
+/// Runs the product; all shapes, lengths and the scratch size are checked.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run<T: Weight>(
+    isa: Isa,
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: BSrc<'_, T>,
+    beta: f32,
+    mut c: MatMut<'_>,
+    epi: &Epilogue<'_>,
+    scratch: &mut [f32],
+) {
+    let (m, k, n) = (c.rows, a.cols, c.cols);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        return scale_only(beta, &mut c, epi);
+    }
+    let kern = Kernel::new(isa);
+    let direct_a = m <= SMALL_M;
+    // Small M reads a row-contiguous f32 B in place: each B element is used by
+    // at most two row tiles, so packing it would cost more than it saves.
+    let direct_b: Option<(&[f32], usize)> = match &b {
+        BSrc::Plain(bm) if direct_a && bm.cs == 1 => T::as_f32(bm.data).map(|d| (d, bm.rs)),
+        _ => None,
+    };
+    // Balanced row tiles on the direct path (8 rows = 4 + 4).
+    let mr_step = if direct_a {
+        m.div_ceil(m.div_ceil(MR))
+    } else {
+        MR
+    };
+    let a_len = if direct_a {
+        0
+    } else {
+        m.min(MC).div_ceil(MR) * MR * k.min(KC)
+    };
+    let (sa, sb) = scratch.split_at_mut(a_len);
+    let fuse = !epi.is_identity();
+
+    for jc in (0..n).step_by(NC) {
+        let nc = NC.min(n - jc);
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            // (buffer, offset of this block, step between NR panels, B row stride)
+            let (bbuf, b_off, b_step, rs_b): (&[f32], usize, usize, usize) = match &b {
+                BSrc::Packed(p) => (p.data, (jc / NR) * p.k * NR + pc * NR, p.k * NR, NR),
+                BSrc::Plain(bm) => match direct_b {
+                    Some((d, rs)) => (d, pc * rs + jc, NR, rs),
+                    None => {
+                        pack_b_block(isa, bm, pc, kc, jc, nc, sb);
+                        (&*sb, 0, kc * NR, NR)
+                    }
+                },
+            };
+            let beta_k = if pc == 0 { beta } else { 1.0 };
+            let last = pc + kc == k;
+            for ic in (0..m).step_by(MC) {
+                let mc = MC.min(m - ic);
+                if !direct_a {
+                    pack_a(&a, ic, mc, pc, kc, sa);
+                }
+                for jr in (0..nc).step_by(NR) {
+                    let nr = NR.min(nc - jr);
+                    let bs = &bbuf[b_off + (jr / NR) * b_step..];
+                    for ir in (0..mc).step_by(mr_step) {
+                        let mr = mr_step.min(mc - ir);
+                        let (abuf, a_off, rs_a, cs_a) = if direct_a {
+                            (a.data, (ic + ir) * a.rs + pc * a.cs, a.rs, a.cs)
+                        } else {
+                            (&*sa, (ir / MR) * MR * kc, 1, MR)
+                        };
+                        let mut spec = TileSpec {
+                            kc,
+                            mr,
+                            nr,
+                            rs_a,
+                            cs_a,
+                            rs_b,
+                            rs_c: c.rs,
+                            alpha,
+                            beta: beta_k,
+                        };
+                        let (ci, cj) = (ic + ir, jc + jr);
+                        if c.cs == 1 {
+                            let cs = &mut c.data[ci * c.rs + cj..];
+                            kern.tile(&spec, &abuf[a_off..], bs, cs);
+                        } else {
+                            // Non-unit column stride: go through a dense tile.
+                            let mut tmp = [0.0f32; MR * NR];
+                            spec.rs_c = NR;
+                            if beta_k != 0.0 {
+                                for i in 0..mr {
+                                    for j in 0..nr {
+                                        tmp[i * NR + j] = c.data[(ci + i) * c.rs + (cj + j) * c.cs];
+                                    }
+                                }
+                            }
+                            kern.tile(&spec, &abuf[a_off..], bs, &mut tmp);
+                            for i in 0..mr {
+                                for j in 0..nr {
+                                    c.data[(ci + i) * c.rs + (cj + j) * c.cs] = tmp[i * NR + j];
+                                }
+                            }
+                        }
+                        if last && fuse {
+                            epi.apply_tile(&mut c, ci, mr, cj, nr);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

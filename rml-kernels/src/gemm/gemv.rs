@@ -1,0 +1,277 @@
+//! GEMV and small-M products that stream the weight once: decode-time
+//! `y = x·Wᵀ` with weight rows `W: [N, K]` (the LLM layout, [`gemv_nk`]) and
+//! `y = x·B` with `B: [K, N]` ([`gemv_kn`]), f32/f16/bf16 weights, f32 accumulation,
+//! any number of x rows (processed in groups of [`SMALL_M`]; the weight is re-read
+//! once per group).
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use rml_core::DType as D;
+use rml_core::{Error, Result};
+
+use super::driver::Kernel;
+use super::epilogue::Epilogue;
+use super::mat::{MatMut, MatRef};
+use super::{SMALL_M, Weight};
+use crate::isa;
+
+/// One [N, K] GEMV call on at most `SMALL_M` x rows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NkSpec {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub rs_x: usize,
+    pub rs_w: usize,
+    pub rs_y: usize,
+    pub cs_y: usize,
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+impl NkSpec {
+    /// Panics unless every addressed element lies in the slices (the memory-safety
+    /// fence in front of the SIMD kernels).
+    pub fn assert_fits(&self, x: usize, w: usize, y: usize) {
+        assert!((1..=SMALL_M).contains(&self.m) && self.k >= 1 && self.n >= 1);
+        assert!(
+            (self.m - 1) * self.rs_x + self.k <= x,
+            "gemv x out of bounds"
+        );
+        assert!(
+            (self.n - 1) * self.rs_w + self.k <= w,
+            "gemv w out of bounds"
+        );
+        assert!(
+            (self.m - 1) * self.rs_y + (self.n - 1) * self.cs_y < y,
+            "gemv y out of bounds"
+        );
+    }
+}
+
+/// One [K, N] GEMV column chunk on at most `SMALL_M` x rows, accumulated into a
+/// dense `m × cw` buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KnSpec {
+    pub m: usize,
+    pub k: usize,
+    pub cw: usize,
+    pub rs_x: usize,
+    pub rs_b: usize,
+    pub alpha: f32,
+}
+
+impl KnSpec {
+    /// Panics unless every addressed element lies in the slices.
+    pub fn assert_fits(&self, x: usize, b: usize, ybuf: usize) {
+        assert!((1..=SMALL_M).contains(&self.m) && self.k >= 1 && self.cw >= 1);
+        assert!(
+            (self.m - 1) * self.rs_x + self.k <= x,
+            "gemv x out of bounds"
+        );
+        assert!(
+            (self.k - 1) * self.rs_b + self.cw <= b,
+            "gemv b out of bounds"
+        );
+        assert!(self.m * self.cw <= ybuf, "gemv y buffer out of bounds");
+    }
+}
+
+fn nk_scalar<T: Weight>(d: &NkSpec, x: &[f32], w: &[T], y: &mut [f32]) {
+    d.assert_fits(x.len(), w.len(), y.len());
+    for j in 0..d.n {
+        let wr = &w[j * d.rs_w..j * d.rs_w + d.k];
+        for i in 0..d.m {
+            let xr = &x[i * d.rs_x..i * d.rs_x + d.k];
+            let s: f32 = xr.iter().zip(wr).map(|(a, b)| a * b.to_f32()).sum();
+            let v = &mut y[i * d.rs_y + j * d.cs_y];
+            *v = if d.beta == 0.0 {
+                d.alpha * s
+            } else {
+                d.alpha * s + d.beta * *v
+            };
+        }
+    }
+}
+
+fn kn_scalar<T: Weight>(d: &KnSpec, x: &[f32], b: &[T], ybuf: &mut [f32]) {
+    d.assert_fits(x.len(), b.len(), ybuf.len());
+    for p in 0..d.k {
+        let br = &b[p * d.rs_b..p * d.rs_b + d.cw];
+        for i in 0..d.m {
+            let a = d.alpha * x[i * d.rs_x + p];
+            for (yv, bv) in ybuf[i * d.cw..(i + 1) * d.cw].iter_mut().zip(br) {
+                *yv += a * bv.to_f32();
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn nk_avx2<T: Weight>(k: super::x86_avx2::Avx2, d: &NkSpec, x: &[f32], w: &[T], y: &mut [f32]) {
+    match T::DTYPE {
+        D::F16 => k.gemv_nk::<half::f16>(d, x, bytemuck::cast_slice(w), y),
+        D::BF16 => k.gemv_nk::<half::bf16>(d, x, bytemuck::cast_slice(w), y),
+        _ => k.gemv_nk::<f32>(d, x, bytemuck::cast_slice(w), y),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn kn_avx2<T: Weight>(k: super::x86_avx2::Avx2, d: &KnSpec, x: &[f32], b: &[T], y: &mut [f32]) {
+    match T::DTYPE {
+        D::F16 => k.gemv_kn::<half::f16>(d, x, bytemuck::cast_slice(b), y),
+        D::BF16 => k.gemv_kn::<half::bf16>(d, x, bytemuck::cast_slice(b), y),
+        _ => k.gemv_kn::<f32>(d, x, bytemuck::cast_slice(b), y),
+    }
+}
+
+fn nk_call<T: Weight>(kern: Kernel, d: &NkSpec, x: &[f32], w: &[T], y: &mut [f32]) {
+    match kern {
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2(k) => nk_avx2(k, d, x, w, y),
+        #[cfg(target_arch = "aarch64")]
+        Kernel::Neon(k) if T::DTYPE == D::F32 => k.gemv_nk(d, x, bytemuck::cast_slice(w), y),
+        _ => nk_scalar(d, x, w, y),
+    }
+}
+
+fn kn_call<T: Weight>(kern: Kernel, d: &KnSpec, x: &[f32], b: &[T], y: &mut [f32]) {
+    match kern {
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2(k) => kn_avx2(k, d, x, b, y),
+        #[cfg(target_arch = "aarch64")]
+        Kernel::Neon(k) if T::DTYPE == D::F32 => k.gemv_kn(d, x, bytemuck::cast_slice(b), y),
+        _ => kn_scalar(d, x, b, y),
+    }
+}
+
+fn check_common(x: &MatRef<'_, f32>, y: &MatMut<'_>, epi: &Epilogue<'_>) -> Result<()> {
+    if x.rows != y.rows {
+        return Err(Error::ShapeMismatch { op: "gemv" });
+    }
+    if x.cs != 1 && x.cols > 1 {
+        return Err(Error::NotContiguous);
+    }
+    epi.check(y.rows, y.cols)
+}
+
+/// `y ← epi(alpha·x·Wᵀ + beta·y)`: `x` is `m × k`, the weight `w` is `n × k` (one row
+/// per output, as stored by PyTorch `Linear` and LLM checkpoints), `y` is `m × n`.
+/// `x` and `w` need unit column stride. Each weight row is read once per group of
+/// [`SMALL_M`] x rows, at memory bandwidth.
+pub fn gemv_nk<T: Weight>(
+    alpha: f32,
+    x: MatRef<'_, f32>,
+    w: MatRef<'_, T>,
+    beta: f32,
+    mut y: MatMut<'_>,
+    epi: &Epilogue<'_>,
+) -> Result<()> {
+    check_common(&x, &y, epi)?;
+    if w.cols != x.cols || w.rows != y.cols {
+        return Err(Error::ShapeMismatch { op: "gemv_nk" });
+    }
+    if w.cs != 1 && w.cols > 1 {
+        return Err(Error::NotContiguous);
+    }
+    let (m, k, n) = (x.rows, x.cols, w.rows);
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let kern = Kernel::new(isa::active());
+    // Weight rows per block: the epilogue runs on a block of y while it is hot.
+    const NB: usize = 64;
+    for i0 in (0..m).step_by(SMALL_M) {
+        let mg = SMALL_M.min(m - i0);
+        for j0 in (0..n).step_by(NB) {
+            let nb = NB.min(n - j0);
+            if k == 0 {
+                for i in i0..i0 + mg {
+                    for j in j0..j0 + nb {
+                        let v = &mut y.data[i * y.rs + j * y.cs];
+                        *v = if beta == 0.0 { 0.0 } else { beta * *v };
+                    }
+                }
+            } else {
+                let d = NkSpec {
+                    m: mg,
+                    k,
+                    n: nb,
+                    rs_x: x.rs,
+                    rs_w: w.rs,
+                    rs_y: y.rs,
+                    cs_y: y.cs,
+                    alpha,
+                    beta,
+                };
+                let xs = &x.data[i0 * x.rs..];
+                let ws = &w.data[j0 * w.rs..];
+                let ys = &mut y.data[i0 * y.rs + j0 * y.cs..];
+                nk_call(kern, &d, xs, ws, ys);
+            }
+            if !epi.is_identity() {
+                epi.apply_tile(&mut y, i0, mg, j0, nb);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `y ← epi(alpha·x·B + beta·y)`: `x` is `m × k`, `B` is `k × n` with unit column
+/// stride (rows streamed front to back, four at a time), `y` is `m × n`.
+pub fn gemv_kn<T: Weight>(
+    alpha: f32,
+    x: MatRef<'_, f32>,
+    b: MatRef<'_, T>,
+    beta: f32,
+    y: MatMut<'_>,
+    epi: &Epilogue<'_>,
+) -> Result<()> {
+    check_common(&x, &y, epi)?;
+    if b.rows != x.cols || b.cols != y.cols {
+        return Err(Error::ShapeMismatch { op: "gemv_kn" });
+    }
+    if b.cs != 1 && b.cols > 1 {
+        return Err(Error::NotContiguous);
+    }
+    let (m, k, n) = (x.rows, x.cols, b.cols);
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let kern = Kernel::new(isa::active());
+    // y chunk accumulated on the stack: 8 KiB, L1-resident while B rows stream by.
+    let mut ybuf = [0.0f32; 2048];
+    for i0 in (0..m).step_by(SMALL_M) {
+        let mg = SMALL_M.min(m - i0);
+        let cw_max = (ybuf.len() / mg) / 8 * 8;
+        for j0 in (0..n).step_by(cw_max) {
+            let cw = cw_max.min(n - j0);
+            for i in 0..mg {
+                for j in 0..cw {
+                    let v = y.data[(i0 + i) * y.rs + (j0 + j) * y.cs];
+                    ybuf[i * cw + j] = if beta == 0.0 { 0.0 } else { beta * v };
+                }
+            }
+            if k > 0 {
+                let d = KnSpec {
+                    m: mg,
+                    k,
+                    cw,
+                    rs_x: x.rs,
+                    rs_b: b.rs,
+                    alpha,
+                };
+                kn_call(kern, &d, &x.data[i0 * x.rs..], &b.data[j0..], &mut ybuf);
+            }
+            for i in 0..mg {
+                let row = &mut ybuf[i * cw..(i + 1) * cw];
+                if !epi.is_identity() {
+                    epi.apply_row(row, i0 + i, j0);
+                }
+                for (j, v) in row.iter().enumerate() {
+                    y.data[(i0 + i) * y.rs + (j0 + j) * y.cs] = *v;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,363 @@
+//! Packed SIMD GEMM, `C ← alpha·op(A)·op(B) + beta·C` in f32, with fused epilogues,
+//! pre-packed and f16/bf16 weights, row/column range entry points, and the GEMV /
+//! small-M paths for decode.
+//!
+//! Design (details and measurements in `docs/kernels.md`):
+//! * Goto/BLIS loop nest: `NC` columns of B → `KC` rows of K (B block packed once,
+//!   L3-resident) → `MC` rows of A (A block packed, L2-resident) → `NR`-wide B
+//!   micro-panel (L1-resident) → `MR`-high micro-tile in registers.
+//! * One packed layout (`MR = 6`, `NR = 16`) for every ISA, so weights pre-packed
+//!   once ([`pack_b`]) work whichever kernel runs: AVX2+FMA keeps the 6×16 tile in
+//!   12 ymm accumulators, NEON in 24 q registers, the scalar path in an array.
+//! * Small M (≤ [`SMALL_M`]) skips packing A (and B when it is row-contiguous f32):
+//!   the same micro-kernels read the caller's strides, and rows are split into
+//!   balanced tiles (8 = 4 + 4, not 6 + 2).
+//! * Operands are [`MatRef`]/[`MatMut`] over caller slices with any strides;
+//!   `op(A)` is expressed by passing `a.t()`.
+//!
+//! Nothing here allocates: scratch comes from the caller
+//! ([`gemm_scratch_len`]), and every call checks every length before touching data.
+
+mod driver;
+mod epilogue;
+mod gemv;
+mod mat;
+mod pack;
+mod tile;
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64_neon;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx2;
+
+#[cfg(all(test, feature = "std"))]
+mod tests;
+
+use core::ops::Range;
+
+use rml_core::{DType, Error, Result};
+
+use crate::isa::{self, Isa};
+
+pub use epilogue::{Activation, Epilogue};
+pub use gemv::{gemv_kn, gemv_nk};
+pub use mat::{MatMut, MatRef};
+
+/// Rows of the register tile (micro-kernel height).
+pub const MR: usize = 6;
+/// Columns of the register tile (micro-kernel width) and of a packed B panel.
+pub const NR: usize = 16;
+/// K block: a packed `KC × NR` B micro-panel is 16 KiB, half of a 32 KiB L1d.
+pub const KC: usize = 256;
+/// M block: a packed `MC × KC` A block is 144 KiB, well inside a 512 KiB L2.
+pub const MC: usize = 144;
+/// N block: a packed `KC × NC` B block is 3 MiB, a slice of the 32 MiB L3.
+pub const NC: usize = 3072;
+/// Largest M served without packing A (and, for row-contiguous f32 B, without
+/// packing B): the small-M / decode path.
+pub const SMALL_M: usize = 8;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+}
+
+/// An element type allowed for the B (weight) operand: `f32`, `f16` or `bf16`.
+/// Accumulation is always f32; f16/bf16 are converted while packing.
+pub trait Weight: bytemuck::Pod + sealed::Sealed {
+    /// The dtype tag.
+    const DTYPE: DType;
+    /// Converts one value to f32 (exact for all three types).
+    fn to_f32(self) -> f32;
+    /// Converts a contiguous run (`src.len() == dst.len()`), vectorized where the ISA
+    /// allows.
+    fn convert(isa: Isa, src: &[Self], dst: &mut [f32]);
+    /// The slice itself when `Self` is f32 (lets the small-M path read B in place).
+    fn as_f32(src: &[Self]) -> Option<&[f32]>;
+}
+
+impl Weight for f32 {
+    const DTYPE: DType = DType::F32;
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn convert(_: Isa, src: &[f32], dst: &mut [f32]) {
+        dst.copy_from_slice(src);
+    }
+    fn as_f32(src: &[f32]) -> Option<&[f32]> {
+        Some(src)
+    }
+}
+
+impl Weight for half::f16 {
+    const DTYPE: DType = DType::F16;
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+    fn convert(isa: Isa, src: &[half::f16], dst: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = x86_avx2::Avx2::new(isa) {
+            return k.f16_to_f32(src, dst);
+        }
+        let _ = isa;
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = s.to_f32();
+        }
+    }
+    fn as_f32(_: &[half::f16]) -> Option<&[f32]> {
+        None
+    }
+}
+
+impl Weight for half::bf16 {
+    const DTYPE: DType = DType::BF16;
+    fn to_f32(self) -> f32 {
+        f32::from_bits((self.to_bits() as u32) << 16)
+    }
+    fn convert(_: Isa, src: &[half::bf16], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f32::from_bits((s.to_bits() as u32) << 16);
+        }
+    }
+    fn as_f32(_: &[half::bf16]) -> Option<&[f32]> {
+        None
+    }
+}
+
+/// B packed once into the micro-kernel layout: `ceil(n / NR)` panels of `k × NR`
+/// f32 values (columns past `n` are zero). Build the data with [`pack_b`].
+#[derive(Clone, Copy, Debug)]
+pub struct PackedB<'a> {
+    data: &'a [f32],
+    k: usize,
+    n: usize,
+}
+
+impl<'a> PackedB<'a> {
+    /// Wraps data written by [`pack_b`] for a `k × n` B; checks its length.
+    pub fn new(data: &'a [f32], k: usize, n: usize) -> Result<Self> {
+        let needed = packed_b_len(k, n)?;
+        if data.len() < needed {
+            return Err(Error::BufferTooSmall {
+                needed,
+                got: data.len(),
+            });
+        }
+        Ok(PackedB { data, k, n })
+    }
+
+    /// Rows of B (the K dimension).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Columns of B (the N dimension).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Columns `cols` of this B; `cols.start` must be a multiple of [`NR`].
+    pub fn sub_cols(&self, cols: Range<usize>) -> Result<PackedB<'a>> {
+        if cols.start > cols.end || cols.end > self.n {
+            return Err(Error::IndexOutOfRange {
+                index: cols.end.max(cols.start) as i64,
+                len: self.n,
+            });
+        }
+        if !cols.start.is_multiple_of(NR) {
+            return Err(Error::InvalidArgument(
+                "pre-packed B column ranges must start at a multiple of NR",
+            ));
+        }
+        let start = (cols.start / NR) * NR * self.k;
+        Ok(PackedB {
+            data: &self.data[start.min(self.data.len())..],
+            k: self.k,
+            n: cols.end - cols.start,
+        })
+    }
+}
+
+/// Length in f32 of a pre-packed `k × n` B.
+pub fn packed_b_len(k: usize, n: usize) -> Result<usize> {
+    n.div_ceil(NR)
+        .checked_mul(NR)
+        .and_then(|v| v.checked_mul(k))
+        .ok_or(Error::Overflow)
+}
+
+/// Packs a `k × n` B (f32, f16 or bf16, any strides) into `out`, which must hold
+/// [`packed_b_len`] values; wrap the result with [`PackedB::new`].
+pub fn pack_b<T: Weight>(b: MatRef<'_, T>, out: &mut [f32]) -> Result<()> {
+    let needed = packed_b_len(b.rows, b.cols)?;
+    if out.len() < needed {
+        return Err(Error::BufferTooSmall {
+            needed,
+            got: out.len(),
+        });
+    }
+    let isa = isa::active();
+    let k = b.rows;
+    if k == 0 {
+        return Ok(());
+    }
+    for (t, j0) in (0..b.cols).step_by(NR).enumerate() {
+        let nr = NR.min(b.cols - j0);
+        pack::pack_b_panel(
+            isa,
+            &b,
+            0,
+            k,
+            j0,
+            nr,
+            &mut out[t * k * NR..(t + 1) * k * NR],
+        );
+    }
+    Ok(())
+}
+
+/// Scratch (in f32) that [`gemm`] / [`gemm_ex`] / [`gemm_range`] need for an
+/// `m × k` by `k × n` product: one packed A block and one packed B block.
+pub fn gemm_scratch_len(m: usize, n: usize, k: usize) -> usize {
+    gemm_packed_scratch_len(m, k) + n.min(NC).div_ceil(NR) * NR * k.min(KC)
+}
+
+/// Scratch (in f32) that [`gemm_packed`] needs: one packed A block.
+pub fn gemm_packed_scratch_len(m: usize, k: usize) -> usize {
+    if m == 0 || k == 0 {
+        return 0;
+    }
+    m.min(MC).div_ceil(MR) * MR * k.min(KC)
+}
+
+fn check_shapes(a: (usize, usize), b: (usize, usize), c: (usize, usize)) -> Result<()> {
+    if a.0 != c.0 || a.1 != b.0 || b.1 != c.1 {
+        return Err(Error::ShapeMismatch { op: "gemm" });
+    }
+    Ok(())
+}
+
+fn check_scratch(needed: usize, got: usize) -> Result<()> {
+    if got < needed {
+        return Err(Error::BufferTooSmall { needed, got });
+    }
+    Ok(())
+}
+
+/// `C ← alpha·A·B + beta·C` in f32 (`A` is `m × k`, `B` is `k × n`, `C` is `m × n`;
+/// pass `a.t()` / `b.t()` for transposed operands). With `beta == 0`, C is not read.
+/// `scratch` must hold [`gemm_scratch_len`]`(m, n, k)` values.
+pub fn gemm(
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: MatRef<'_, f32>,
+    beta: f32,
+    c: MatMut<'_>,
+    scratch: &mut [f32],
+) -> Result<()> {
+    gemm_ex(alpha, a, b, beta, c, &Epilogue::default(), scratch)
+}
+
+/// [`gemm`] with f32/f16/bf16 B and a fused [`Epilogue`].
+pub fn gemm_ex<T: Weight>(
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: MatRef<'_, T>,
+    beta: f32,
+    c: MatMut<'_>,
+    epi: &Epilogue<'_>,
+    scratch: &mut [f32],
+) -> Result<()> {
+    check_shapes((a.rows, a.cols), (b.rows, b.cols), (c.rows, c.cols))?;
+    epi.check(c.rows, c.cols)?;
+    check_scratch(gemm_scratch_len(a.rows, b.cols, a.cols), scratch.len())?;
+    driver::run(
+        isa::active(),
+        alpha,
+        a,
+        driver::BSrc::Plain(b),
+        beta,
+        c,
+        epi,
+        scratch,
+    );
+    Ok(())
+}
+
+/// Computes only the block `rows × cols` of [`gemm_ex`]'s result (the other
+/// elements of C are untouched), so a host can split one GEMM across threads.
+/// `a`, `b`, `c` and `epi` describe the whole problem. `scratch` must hold
+/// [`gemm_scratch_len`] of the block.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_range<T: Weight>(
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: MatRef<'_, T>,
+    beta: f32,
+    c: MatMut<'_>,
+    epi: &Epilogue<'_>,
+    rows: Range<usize>,
+    cols: Range<usize>,
+    scratch: &mut [f32],
+) -> Result<()> {
+    check_shapes((a.rows, a.cols), (b.rows, b.cols), (c.rows, c.cols))?;
+    epi.check(c.rows, c.cols)?;
+    let k = a.cols;
+    let a = a.sub(rows.clone(), 0..k)?;
+    let b = b.sub(0..k, cols.clone())?;
+    let epi = epi.sub(rows.clone(), cols.clone())?;
+    let c = c.sub(rows, cols)?;
+    gemm_ex(alpha, a, b, beta, c, &epi, scratch)
+}
+
+/// `C ← epilogue(alpha·A·B + beta·C)` with B pre-packed by [`pack_b`]. `scratch` must
+/// hold [`gemm_packed_scratch_len`]`(m, k)` values.
+pub fn gemm_packed(
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: PackedB<'_>,
+    beta: f32,
+    c: MatMut<'_>,
+    epi: &Epilogue<'_>,
+    scratch: &mut [f32],
+) -> Result<()> {
+    check_shapes((a.rows, a.cols), (b.k, b.n), (c.rows, c.cols))?;
+    epi.check(c.rows, c.cols)?;
+    check_scratch(gemm_packed_scratch_len(a.rows, a.cols), scratch.len())?;
+    driver::run::<f32>(
+        isa::active(),
+        alpha,
+        a,
+        driver::BSrc::Packed(b),
+        beta,
+        c,
+        epi,
+        scratch,
+    );
+    Ok(())
+}
+
+/// The block `rows × cols` of [`gemm_packed`]'s result; `cols.start` must be a
+/// multiple of [`NR`]. `scratch` must hold [`gemm_packed_scratch_len`] of the block.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_packed_range(
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: PackedB<'_>,
+    beta: f32,
+    c: MatMut<'_>,
+    epi: &Epilogue<'_>,
+    rows: Range<usize>,
+    cols: Range<usize>,
+    scratch: &mut [f32],
+) -> Result<()> {
+    check_shapes((a.rows, a.cols), (b.k, b.n), (c.rows, c.cols))?;
+    epi.check(c.rows, c.cols)?;
+    let k = a.cols;
+    let a = a.sub(rows.clone(), 0..k)?;
+    let b = b.sub_cols(cols.clone())?;
+    let epi = epi.sub(rows.clone(), cols.clone())?;
+    let c = c.sub(rows, cols)?;
+    gemm_packed(alpha, a, b, beta, c, &epi, scratch)
+}

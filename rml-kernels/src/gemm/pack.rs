@@ -1,0 +1,131 @@
+//! Packing of A and B panels into the layouts the micro-kernels read.
+//!
+//! * A is packed in row panels of [`MR`] rows: for each `p` in `0..kc`, the `MR`
+//!   values `A[i0..i0+MR, p]` are adjacent (rows past the matrix are zero).
+//! * B is packed in column panels of [`NR`] columns: for each `p`, the `NR` values
+//!   `B[p, j0..j0+NR]` are adjacent (columns past the matrix are zero).
+//!
+//! The same B layout serves the per-call packing and the pre-packed weights: a
+//! pre-packed panel holds all `k` rows, so a `kc` block of it is the contiguous run
+//! starting at row `pc` (see `PackedB`). Element conversion (f16/bf16 → f32) happens
+//! here, on contiguous runs, with F16C on x86.
+
+use super::{MR, NR, Weight};
+use crate::isa::Isa;
+
+use super::mat::MatRef;
+
+/// Packs rows `i0..i0+mc`, columns `p0..p0+kc` of `a` into `out` as
+/// `ceil(mc / MR)` panels of `MR × kc`.
+pub(crate) fn pack_a(
+    a: &MatRef<'_, f32>,
+    i0: usize,
+    mc: usize,
+    p0: usize,
+    kc: usize,
+    out: &mut [f32],
+) {
+    for (t, ip) in (0..mc).step_by(MR).enumerate() {
+        let mr = MR.min(mc - ip);
+        let dst = &mut out[t * MR * kc..(t + 1) * MR * kc];
+        if a.cs == 1 {
+            // Row-major A: MR read streams, one sequential write stream.
+            let mut rows: [&[f32]; MR] = [&[]; MR];
+            for (i, row) in rows.iter_mut().enumerate().take(mr) {
+                let s = (i0 + ip + i) * a.rs + p0;
+                *row = &a.data[s..s + kc];
+            }
+            for (p, d) in dst.chunks_exact_mut(MR).enumerate() {
+                for i in 0..MR {
+                    d[i] = if i < mr { rows[i][p] } else { 0.0 };
+                }
+            }
+        } else {
+            for (p, d) in dst.chunks_exact_mut(MR).enumerate() {
+                for (i, v) in d.iter_mut().enumerate() {
+                    *v = if i < mr {
+                        a.data[(i0 + ip + i) * a.rs + (p0 + p) * a.cs]
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Packs rows `p0..p0+kc`, columns `j0..j0+nr` (`nr ≤ NR`) of `b` into one panel
+/// `dst` of `kc × NR` values, zero-padding columns `nr..NR`.
+pub(crate) fn pack_b_panel<T: Weight>(
+    isa: Isa,
+    b: &MatRef<'_, T>,
+    p0: usize,
+    kc: usize,
+    j0: usize,
+    nr: usize,
+    dst: &mut [f32],
+) {
+    let dst = &mut dst[..kc * NR];
+    if b.cs == 1 {
+        for (p, d) in dst.chunks_exact_mut(NR).enumerate() {
+            let s = (p0 + p) * b.rs + j0;
+            T::convert(isa, &b.data[s..s + nr], &mut d[..nr]);
+            d[nr..].fill(0.0);
+        }
+    } else if b.rs == 1 {
+        // Column-contiguous B (for example weights stored [N, K]): convert a run of
+        // at most NR values of one column at a time through a small buffer.
+        let mut buf = [0.0f32; 64];
+        for j in 0..NR {
+            if j >= nr {
+                for d in dst.chunks_exact_mut(NR) {
+                    d[j] = 0.0;
+                }
+                continue;
+            }
+            let col = &b.data[(j0 + j) * b.cs + p0..];
+            for pp in (0..kc).step_by(buf.len()) {
+                let len = buf.len().min(kc - pp);
+                T::convert(isa, &col[pp..pp + len], &mut buf[..len]);
+                for (q, v) in buf[..len].iter().enumerate() {
+                    dst[(pp + q) * NR + j] = *v;
+                }
+            }
+        }
+    } else {
+        for (p, d) in dst.chunks_exact_mut(NR).enumerate() {
+            for (j, v) in d.iter_mut().enumerate() {
+                *v = if j < nr {
+                    b.data[(p0 + p) * b.rs + (j0 + j) * b.cs].to_f32()
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+}
+
+/// Packs columns `j0..j0+nc` (rows `p0..p0+kc`) of `b` as consecutive panels of
+/// `kc × NR` into `out`.
+pub(crate) fn pack_b_block<T: Weight>(
+    isa: Isa,
+    b: &MatRef<'_, T>,
+    p0: usize,
+    kc: usize,
+    j0: usize,
+    nc: usize,
+    out: &mut [f32],
+) {
+    for (t, jp) in (0..nc).step_by(NR).enumerate() {
+        let nr = NR.min(nc - jp);
+        pack_b_panel(
+            isa,
+            b,
+            p0,
+            kc,
+            j0 + jp,
+            nr,
+            &mut out[t * kc * NR..(t + 1) * kc * NR],
+        );
+    }
+}

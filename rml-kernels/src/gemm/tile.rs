@@ -1,0 +1,73 @@
+//! The micro-kernel contract shared by every ISA, and the portable (scalar) kernel.
+//!
+//! A micro-kernel computes one `mr × nr` tile (`mr ≤ MR`, `nr ≤ NR`) of
+//! `alpha · A·B + beta · C` with `kc ≥ 1` steps, reading
+//! `A[i, p] = a[i·rs_a + p·cs_a]`, `B[p, j] = b[p·rs_b + j]` and writing
+//! `C[i, j] = c[i·rs_c + j]`. With `beta == 0`, C is never read (NaN in C is
+//! ignored). Packed operands are the special case `rs_a = 1, cs_a = MR, rs_b = NR`;
+//! the small-M path passes the caller's strides directly.
+
+use super::{MR, NR};
+
+/// Shape, strides and scalars of one micro-kernel call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TileSpec {
+    pub kc: usize,
+    pub mr: usize,
+    pub nr: usize,
+    pub rs_a: usize,
+    pub cs_a: usize,
+    pub rs_b: usize,
+    pub rs_c: usize,
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+impl TileSpec {
+    /// Panics unless every element the tile touches lies inside the three slices.
+    /// The drivers only build in-bounds tiles; this is the memory-safety fence in
+    /// front of the SIMD kernels.
+    pub fn assert_fits(&self, a: usize, b: usize, c: usize) {
+        assert!(self.kc >= 1 && (1..=MR).contains(&self.mr) && (1..=NR).contains(&self.nr));
+        let a_need = (self.mr - 1) * self.rs_a + (self.kc - 1) * self.cs_a + 1;
+        let b_need = (self.kc - 1) * self.rs_b + self.nr;
+        let c_need = (self.mr - 1) * self.rs_c + self.nr;
+        assert!(
+            a_need <= a && b_need <= b && c_need <= c,
+            "gemm tile out of bounds"
+        );
+    }
+}
+
+/// Stores `alpha · acc + beta · C` for the tile (C ignored when `beta == 0`).
+pub(crate) fn store_tile(spec: &TileSpec, acc: &[[f32; NR]; MR], c: &mut [f32]) {
+    for (i, acc_row) in acc.iter().enumerate().take(spec.mr) {
+        let row = &mut c[i * spec.rs_c..i * spec.rs_c + spec.nr];
+        if spec.beta == 0.0 {
+            for (v, a) in row.iter_mut().zip(acc_row) {
+                *v = spec.alpha * a;
+            }
+        } else {
+            for (v, a) in row.iter_mut().zip(acc_row) {
+                *v = spec.alpha * a + spec.beta * *v;
+            }
+        }
+    }
+}
+
+/// The portable micro-kernel (any target; LLVM vectorizes the inner loop where it
+/// can).
+pub(crate) fn tile_scalar(spec: &TileSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
+    spec.assert_fits(a.len(), b.len(), c.len());
+    let mut acc = [[0.0f32; NR]; MR];
+    for p in 0..spec.kc {
+        let brow = &b[p * spec.rs_b..p * spec.rs_b + spec.nr];
+        for (i, acc_row) in acc.iter_mut().enumerate().take(spec.mr) {
+            let av = a[i * spec.rs_a + p * spec.cs_a];
+            for (x, bv) in acc_row.iter_mut().zip(brow) {
+                *x += av * bv;
+            }
+        }
+    }
+    store_tile(spec, &acc, c);
+}

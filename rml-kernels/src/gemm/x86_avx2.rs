@@ -1,0 +1,393 @@
+//! AVX2+FMA (and F16C) GEMM and GEMV kernels.
+//!
+//! Every kernel is an `unsafe` `#[target_feature]` function over raw pointers, called
+//! only through a safe method of [`Avx2`], a token that exists only when the CPU
+//! supports AVX2, FMA and F16C; the safe methods check every extent first.
+//!
+//! The GEMM micro-kernel keeps a `MR × 16` tile (`MR ≤ 6`) in `2·MR` ymm
+//! accumulators: per K step it loads two B vectors, broadcasts `MR` A values and issues
+//! `2·MR` FMAs (12 for the full tile, enough to hide the 4-cycle FMA latency on two
+//! FMA pipes). Ragged columns use masked loads/stores, so edges need no copies.
+
+use core::arch::x86_64::*;
+
+use super::NR;
+use super::tile::TileSpec;
+use crate::isa::Isa;
+
+/// Proof that this CPU runs AVX2, FMA and F16C.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx2(());
+
+impl Avx2 {
+    /// The token when `isa` is AVX2 and the CPU supports it.
+    #[inline]
+    pub(crate) fn new(isa: Isa) -> Option<Avx2> {
+        (isa == Isa::Avx2 && isa.is_supported()).then_some(Avx2(()))
+    }
+
+    /// One GEMM micro-tile (see `tile.rs` for the contract).
+    #[inline]
+    pub(crate) fn tile(self, spec: &TileSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
+        spec.assert_fits(a.len(), b.len(), c.len());
+        let (a, b, c) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+        // SAFETY: the token proves AVX2+FMA; `assert_fits` proved that every element
+        // the tile reads (A: `mr` rows × `kc` steps, B: `kc` rows × `nr` columns, the
+        // rest masked off) and writes (C: `mr × nr`) lies inside the three slices.
+        unsafe {
+            match spec.mr {
+                1 => tile_mr::<1>(spec, a, b, c),
+                2 => tile_mr::<2>(spec, a, b, c),
+                3 => tile_mr::<3>(spec, a, b, c),
+                4 => tile_mr::<4>(spec, a, b, c),
+                5 => tile_mr::<5>(spec, a, b, c),
+                _ => tile_mr::<6>(spec, a, b, c),
+            }
+        }
+    }
+
+    /// Converts f16 to f32 with F16C (`src.len() == dst.len()` is enforced).
+    pub(crate) fn f16_to_f32(self, src: &[half::f16], dst: &mut [f32]) {
+        let n = src.len().min(dst.len());
+        let n8 = n - n % 8;
+        // SAFETY: the token proves F16C; reads `src[..n8]` and writes `dst[..n8]`.
+        unsafe { f16_to_f32_8(src.as_ptr(), dst.as_mut_ptr(), n8) };
+        for (d, s) in dst[n8..n].iter_mut().zip(&src[n8..n]) {
+            *d = s.to_f32();
+        }
+    }
+
+    /// Dot products of `m ≤ 8` rows of x with `n` weight rows (GEMV, [N, K] weights):
+    /// `y[i·rs_y + j·cs_y] ← alpha·Σ_p x[i·rs_x + p]·w[j·rs_w + p] + beta·y`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gemv_nk<W: Load8>(
+        self,
+        d: &super::gemv::NkSpec,
+        x: &[f32],
+        w: &[W],
+        y: &mut [f32],
+    ) {
+        d.assert_fits(x.len(), w.len(), y.len());
+        // SAFETY: the token proves AVX2+FMA+F16C; `assert_fits` proved every x, w and y
+        // element addressed by the spec lies in its slice.
+        unsafe {
+            match d.m {
+                1 => nk_rows::<W, 1, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+                2 => nk_rows::<W, 2, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+                3 => nk_rows::<W, 3, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+                4 => nk_rows::<W, 4, 3>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+                5 => nk_rows::<W, 5, 2>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+                6 => nk_rows::<W, 6, 2>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+                7 => nk_rows::<W, 7, 1>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+                _ => nk_rows::<W, 8, 1>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+            }
+        }
+    }
+
+    /// Accumulates `ybuf[i·cw + j] += alpha·Σ_p x[i·rs_x + p]·b[p·rs_b + j]` for
+    /// `i < m`, `j < cw`, `p < k` (GEMV with [K, N] weights, one column chunk).
+    pub(crate) fn gemv_kn<W: Load8>(
+        self,
+        d: &super::gemv::KnSpec,
+        x: &[f32],
+        b: &[W],
+        ybuf: &mut [f32],
+    ) {
+        d.assert_fits(x.len(), b.len(), ybuf.len());
+        // SAFETY: as for `gemv_nk`.
+        unsafe { kn_chunk::<W>(d, x.as_ptr(), b.as_ptr(), ybuf.as_mut_ptr()) }
+    }
+}
+
+/// Lane masks for the first `nr` of 16 columns.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn masks(nr: usize) -> (__m256i, __m256i) {
+    let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let n = _mm256_set1_epi32(nr as i32);
+    let n8 = _mm256_set1_epi32(nr as i32 - 8);
+    (_mm256_cmpgt_epi32(n, idx), _mm256_cmpgt_epi32(n8, idx))
+}
+
+/// The `M × 16` micro-kernel.
+///
+/// # Safety
+/// AVX2+FMA available; `spec` in bounds for `a`, `b`, `c` as checked by
+/// `TileSpec::assert_fits` with `spec.mr == M`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_mr<const M: usize>(spec: &TileSpec, a: *const f32, b: *const f32, c: *mut f32) {
+    let mut acc = [[_mm256_setzero_ps(); 2]; M];
+    let (rs_a, cs_a, rs_b) = (spec.rs_a, spec.cs_a, spec.rs_b);
+    let mut pa = a;
+    let mut pb = b;
+    for i in 0..M {
+        // SAFETY: prefetch is a hint; the address is computed with wrapping math.
+        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * spec.rs_c) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * spec.rs_c + 15) as *const i8);
+    }
+    if spec.nr == NR {
+        macro_rules! step {
+            () => {{
+                // SAFETY: rows `< kc` of B hold 16 in-bounds values (nr == 16); A
+                // rows `< M`, steps `< kc` are in bounds (caller contract).
+                let b0 = unsafe { _mm256_loadu_ps(pb) };
+                // SAFETY: as above (columns 8..16 of the same row).
+                let b1 = unsafe { _mm256_loadu_ps(pb.add(8)) };
+                for (i, acc_i) in acc.iter_mut().enumerate() {
+                    // SAFETY: as above.
+                    let ai = unsafe { _mm256_broadcast_ss(&*pa.add(i * rs_a)) };
+                    acc_i[0] = _mm256_fmadd_ps(ai, b0, acc_i[0]);
+                    acc_i[1] = _mm256_fmadd_ps(ai, b1, acc_i[1]);
+                }
+                pa = pa.wrapping_add(cs_a);
+                pb = pb.wrapping_add(rs_b);
+            }};
+        }
+        let mut p = spec.kc;
+        while p >= 4 {
+            step!();
+            step!();
+            step!();
+            step!();
+            p -= 4;
+        }
+        while p > 0 {
+            step!();
+            p -= 1;
+        }
+    } else {
+        let (m0, m1) = masks(spec.nr);
+        for _ in 0..spec.kc {
+            // SAFETY: masked-off lanes are not accessed; the enabled ones are the
+            // first `nr` columns of an in-bounds B row.
+            let b0 = unsafe { _mm256_maskload_ps(pb, m0) };
+            // SAFETY: as above (all lanes off when nr ≤ 8).
+            let b1 = unsafe { _mm256_maskload_ps(pb.wrapping_add(8), m1) };
+            for (i, acc_i) in acc.iter_mut().enumerate() {
+                // SAFETY: A rows `< M`, steps `< kc` are in bounds.
+                let ai = unsafe { _mm256_broadcast_ss(&*pa.add(i * rs_a)) };
+                acc_i[0] = _mm256_fmadd_ps(ai, b0, acc_i[0]);
+                acc_i[1] = _mm256_fmadd_ps(ai, b1, acc_i[1]);
+            }
+            pa = pa.wrapping_add(cs_a);
+            pb = pb.wrapping_add(rs_b);
+        }
+    }
+    let alpha = _mm256_set1_ps(spec.alpha);
+    let beta = _mm256_set1_ps(spec.beta);
+    let (m0, m1) = masks(spec.nr);
+    for (i, acc_i) in acc.iter().enumerate() {
+        let cr = c.wrapping_add(i * spec.rs_c);
+        let mut v0 = _mm256_mul_ps(alpha, acc_i[0]);
+        let mut v1 = _mm256_mul_ps(alpha, acc_i[1]);
+        if spec.nr == NR {
+            // SAFETY: row `i < M` of C holds 16 in-bounds values.
+            unsafe {
+                if spec.beta != 0.0 {
+                    v0 = _mm256_fmadd_ps(beta, _mm256_loadu_ps(cr), v0);
+                    v1 = _mm256_fmadd_ps(beta, _mm256_loadu_ps(cr.add(8)), v1);
+                }
+                _mm256_storeu_ps(cr, v0);
+                _mm256_storeu_ps(cr.add(8), v1);
+            }
+        } else {
+            // SAFETY: only the first `nr` (in-bounds) columns are enabled.
+            unsafe {
+                if spec.beta != 0.0 {
+                    v0 = _mm256_fmadd_ps(beta, _mm256_maskload_ps(cr, m0), v0);
+                    v1 = _mm256_fmadd_ps(beta, _mm256_maskload_ps(cr.wrapping_add(8), m1), v1);
+                }
+                _mm256_maskstore_ps(cr, m0, v0);
+                _mm256_maskstore_ps(cr.wrapping_add(8), m1, v1);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// F16C available; `src[..n]` readable, `dst[..n]` writable, `n % 8 == 0`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_to_f32_8(src: *const half::f16, dst: *mut f32, n: usize) {
+    for i in (0..n).step_by(8) {
+        // SAFETY: `i + 8 ≤ n` (caller contract).
+        unsafe {
+            let h = _mm_loadu_si128(src.add(i) as *const __m128i);
+            _mm256_storeu_ps(dst.add(i), _mm256_cvtph_ps(h));
+        }
+    }
+}
+
+/// A weight element that loads 8 at a time as f32.
+pub(crate) trait Load8: super::Weight {
+    /// Loads 8 consecutive values as f32.
+    ///
+    /// # Safety
+    /// AVX2+F16C available, 8 values readable at `p`.
+    unsafe fn load8(p: *const Self) -> __m256;
+}
+
+impl Load8 for f32 {
+    #[inline(always)]
+    unsafe fn load8(p: *const f32) -> __m256 {
+        // SAFETY: caller contract.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+}
+
+impl Load8 for half::f16 {
+    #[inline(always)]
+    unsafe fn load8(p: *const half::f16) -> __m256 {
+        // SAFETY: caller contract (F16C available, 16 bytes readable).
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
+    }
+}
+
+impl Load8 for half::bf16 {
+    #[inline(always)]
+    unsafe fn load8(p: *const half::bf16) -> __m256 {
+        // SAFETY: caller contract (AVX2 available, 16 bytes readable).
+        unsafe {
+            let h = _mm_loadu_si128(p as *const __m128i);
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+        }
+    }
+}
+
+#[inline(always)]
+fn hsum(v: __m256) -> f32 {
+    // SAFETY: only called from AVX2 functions (inlined into them).
+    unsafe {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
+        _mm_cvtss_f32(s)
+    }
+}
+
+/// GEMV over [N, K] weights: `R` weight rows at a time against `M` rows of x.
+///
+/// # Safety
+/// AVX2+FMA+F16C available; extents checked by `NkSpec::assert_fits`, `d.m == M`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
+    d: &super::gemv::NkSpec,
+    x: *const f32,
+    w: *const W,
+    y: *mut f32,
+) {
+    let k8 = d.k - d.k % 8;
+    let mut j = 0;
+    while j < d.n {
+        let r_here = R.min(d.n - j);
+        let mut acc = [[_mm256_setzero_ps(); R]; M];
+        let mut wr = [w; R];
+        for (r, p) in wr.iter_mut().enumerate() {
+            // Rows past `n` reuse the last valid row (computed, then discarded).
+            *p = w.wrapping_add((j + r.min(r_here - 1)) * d.rs_w);
+        }
+        let mut p = 0;
+        while p < k8 {
+            let mut wv = [_mm256_setzero_ps(); R];
+            for r in 0..R {
+                // SAFETY: row `j + min(r, r_here-1) < n`, columns `p..p+8 ≤ k`.
+                wv[r] = unsafe { W::load8(wr[r].add(p)) };
+                // Stream the next lines of each weight row into L1 ahead of use.
+                _mm_prefetch::<_MM_HINT_T0>(wr[r].wrapping_add(p + 256) as *const i8);
+            }
+            for (i, acc_i) in acc.iter_mut().enumerate() {
+                // SAFETY: x row `i < m`, columns `p..p+8 ≤ k`.
+                let xv = unsafe { _mm256_loadu_ps(x.add(i * d.rs_x + p)) };
+                for r in 0..R {
+                    acc_i[r] = _mm256_fmadd_ps(xv, wv[r], acc_i[r]);
+                }
+            }
+            p += 8;
+        }
+        for (i, acc_i) in acc.iter().enumerate() {
+            for (r, acc_ir) in acc_i.iter().enumerate().take(r_here) {
+                let mut s = hsum(*acc_ir);
+                for q in k8..d.k {
+                    // SAFETY: in-bounds tail elements of x row `i` and weight row `j+r`.
+                    s += unsafe { *x.add(i * d.rs_x + q) * (*wr[r].add(q)).to_f32() };
+                }
+                // SAFETY: output `(i, j + r)` with `i < m`, `j + r < n` is in bounds.
+                let yp = unsafe { y.add(i * d.rs_y + (j + r) * d.cs_y) };
+                // SAFETY: as above.
+                unsafe {
+                    *yp = if d.beta == 0.0 {
+                        d.alpha * s
+                    } else {
+                        d.alpha * s + d.beta * *yp
+                    };
+                }
+            }
+        }
+        j += R;
+    }
+}
+
+/// GEMV over [K, N] weights, one dense column chunk of y (see `Avx2::gemv_kn`).
+///
+/// # Safety
+/// AVX2+FMA+F16C available; extents checked by `KnSpec::assert_fits`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn kn_chunk<W: Load8>(d: &super::gemv::KnSpec, x: *const f32, b: *const W, yb: *mut f32) {
+    let cw8 = d.cw - d.cw % 8;
+    let k4 = d.k - d.k % 4;
+    let mut p = 0;
+    while p < d.k {
+        let rows = if p < k4 { 4 } else { 1 };
+        let b0 = b.wrapping_add(p * d.rs_b);
+        let b1 = b0.wrapping_add(d.rs_b);
+        let b2 = b1.wrapping_add(d.rs_b);
+        let b3 = b2.wrapping_add(d.rs_b);
+        let mut j = 0;
+        while j < cw8 {
+            // SAFETY: rows `p..p+rows ≤ k`, columns `j..j+8 ≤ cw` of B are in bounds;
+            // rows not loaded (rows == 1) are never dereferenced.
+            unsafe {
+                let w0 = W::load8(b0.add(j));
+                if rows == 4 {
+                    let w1 = W::load8(b1.add(j));
+                    let w2 = W::load8(b2.add(j));
+                    let w3 = W::load8(b3.add(j));
+                    for i in 0..d.m {
+                        let xr = x.add(i * d.rs_x + p);
+                        let yp = yb.add(i * d.cw + j);
+                        let mut acc = _mm256_loadu_ps(yp);
+                        let a0 = _mm256_set1_ps(d.alpha * *xr);
+                        let a1 = _mm256_set1_ps(d.alpha * *xr.add(1));
+                        let a2 = _mm256_set1_ps(d.alpha * *xr.add(2));
+                        let a3 = _mm256_set1_ps(d.alpha * *xr.add(3));
+                        acc = _mm256_fmadd_ps(a0, w0, acc);
+                        acc = _mm256_fmadd_ps(a1, w1, acc);
+                        acc = _mm256_fmadd_ps(a2, w2, acc);
+                        acc = _mm256_fmadd_ps(a3, w3, acc);
+                        _mm256_storeu_ps(yp, acc);
+                    }
+                } else {
+                    for i in 0..d.m {
+                        let yp = yb.add(i * d.cw + j);
+                        let a0 = _mm256_set1_ps(d.alpha * *x.add(i * d.rs_x + p));
+                        _mm256_storeu_ps(yp, _mm256_fmadd_ps(a0, w0, _mm256_loadu_ps(yp)));
+                    }
+                }
+            }
+            j += 8;
+        }
+        for jj in cw8..d.cw {
+            for i in 0..d.m {
+                let mut s = 0.0;
+                for q in 0..rows {
+                    // SAFETY: row `p + q < k`, column `jj < cw`, x row `i < m`.
+                    s += unsafe {
+                        *x.add(i * d.rs_x + p + q) * (*b.add((p + q) * d.rs_b + jj)).to_f32()
+                    };
+                }
+                // SAFETY: `i < m`, `jj < cw`.
+                unsafe { *yb.add(i * d.cw + jj) += d.alpha * s };
+            }
+        }
+        p += rows;
+    }
+}

@@ -1,0 +1,841 @@
+//! AVX2 + FMA + F16C quantized kernels (x86_64).
+//!
+//! The entry points (`rows_dot`, `quantize_act`, `dequantize`) are safe: they check
+//! that the CPU has the features and that every length is consistent, then run the
+//! `unsafe` block kernels, which read blocks through raw pointers with unaligned loads
+//! (GGUF data and caller scratch need no alignment).
+//!
+//! Integer products use `maddubs` (u8 × i8 → pairs of i16) and `madd` (→ i32). For a
+//! signed × signed product the sign of the weight is moved onto the activation
+//! (`sign_epi8`), which is exact as long as activations avoid −128 — rml's Q8
+//! quantizers never produce it (|q| ≤ 127), as in ggml.
+
+use core::arch::x86_64::*;
+
+use rml_core::DType;
+use rml_core::quant::kquants::scale_q3k;
+
+use super::block_bytes;
+use crate::isa::Isa;
+
+/// Offsets of the fields inside the activation blocks.
+const Q8_0_QS: usize = 2;
+const Q8_1_S: usize = 2;
+const Q8_1_QS: usize = 4;
+const Q8K_QS: usize = 4;
+const Q8K_BSUMS: usize = 260;
+
+type RowKernel = unsafe fn(*const u8, *const u8, usize) -> f32;
+
+/// `out[i]` = row `i` of `w` · `a`. Returns false (and does nothing) when AVX2 is not
+/// available, the type has no kernel here, or the lengths are inconsistent.
+pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32]) -> bool {
+    if !Isa::Avx2.is_supported() || out.is_empty() {
+        return out.is_empty();
+    }
+    let (kernel, act): (RowKernel, DType) = match weight {
+        DType::Q4_0 => (dot_q4_0, DType::Q8_0),
+        DType::Q4_1 => (dot_q4_1, DType::Q8_1),
+        DType::Q5_0 => (dot_q5_0, DType::Q8_0),
+        DType::Q5_1 => (dot_q5_1, DType::Q8_1),
+        DType::Q8_0 => (dot_q8_0, DType::Q8_0),
+        DType::Q2K => (dot_q2_k, DType::Q8K),
+        DType::Q3K => (dot_q3_k, DType::Q8K),
+        DType::Q4K => (dot_q4_k, DType::Q8K),
+        DType::Q5K => (dot_q5_k, DType::Q8K),
+        DType::Q6K => (dot_q6_k, DType::Q8K),
+        _ => return false,
+    };
+    let (bw, ba) = (block_bytes(weight), block_bytes(act));
+    let nb = a.len() / ba;
+    let rb = nb * bw;
+    if a.len() != nb * ba || w.len() != out.len() * rb {
+        return false;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        // SAFETY: AVX2/FMA/F16C are present (checked above); row i is the `nb` blocks
+        // of `bw` bytes at `w[i*rb..(i+1)*rb]`, and `a` holds `nb` blocks of `ba` bytes.
+        *o = unsafe { kernel(w.as_ptr().add(i * rb), a.as_ptr(), nb) };
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------
+// Helpers
+
+/// Loads 32 bytes from `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn ld256(p: *const u8) -> __m256i {
+    // SAFETY: the caller guarantees 32 readable bytes at `p`; the load is unaligned.
+    unsafe { _mm256_loadu_si256(p.cast()) }
+}
+
+/// Loads 16 bytes from `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn ld128(p: *const u8) -> __m128i {
+    // SAFETY: the caller guarantees 16 readable bytes at `p`; the load is unaligned.
+    unsafe { _mm_loadu_si128(p.cast()) }
+}
+
+/// Reads the little-endian f16 at `p` as f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    // SAFETY: the caller guarantees 2 readable bytes at `p`.
+    let bits = unsafe { p.cast::<u16>().read_unaligned() };
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+}
+
+/// Reads the little-endian f32 at `p`.
+#[inline]
+unsafe fn f32_at(p: *const u8) -> f32 {
+    // SAFETY: the caller guarantees 4 readable bytes at `p`.
+    unsafe { p.cast::<f32>().read_unaligned() }
+}
+
+/// Reads the little-endian u32 at `p`.
+#[inline]
+unsafe fn u32_at(p: *const u8) -> u32 {
+    // SAFETY: the caller guarantees 4 readable bytes at `p`.
+    u32::from_le(unsafe { p.cast::<u32>().read_unaligned() })
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum_ps(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum_epi32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
+}
+
+/// Σ of u8 × i8 products, 4 per i32 lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn mul_sum_us8(u: __m256i, s: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+}
+
+/// Σ of i8 × i8 products, 4 per i32 lane (y must not hold −128).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn mul_sum_ss8(x: __m256i, y: __m256i) -> __m256i {
+    mul_sum_us8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
+}
+
+/// 16 bytes of nibbles → 32 bytes: low nibbles first (elements 0..16), then high.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibbles(x: __m128i) -> __m256i {
+    let hi = _mm_srli_epi16::<4>(x);
+    _mm256_and_si256(_mm256_set_m128i(hi, x), _mm256_set1_epi8(0x0f))
+}
+
+/// 32 bits → 32 bytes, 0xFF where the bit is set.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn bits_to_bytes(x: u32) -> __m256i {
+    let shuf = _mm256_set_epi64x(
+        0x0303_0303_0303_0303,
+        0x0202_0202_0202_0202,
+        0x0101_0101_0101_0101,
+        0,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(x as i32), shuf);
+    let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+    _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
+}
+
+/// The i16 scale vector for a 32-element run covering sub-blocks `s` and `s + 1` of
+/// 16: lanes 0..8 hold `sc[s]`, lanes 8..16 hold `sc[s + 1]` (sign-extended from i8).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scale_pair(sc: __m128i, s: usize) -> __m256i {
+    let lo = (s as i64) * 0x0101_0101_0101_0101;
+    let hi = (s as i64 + 1) * 0x0101_0101_0101_0101;
+    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_set_epi64x(hi, lo)))
+}
+
+// ---------------------------------------------------------------------------------
+// 32-element weight types × Q8_0 / Q8_1
+
+/// Q4_0 · Q8_0 over `nb` blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let eight = _mm256_set1_epi8(8);
+    let mut i = 0;
+    // SAFETY: the caller guarantees `nb` blocks of 18 bytes at `w` and of 34 at `a`;
+    // every offset below stays inside block `i` or `i + 1 < nb`.
+    unsafe {
+        while i + 2 <= nb {
+            let (w0, a0) = (w.add(18 * i), a.add(34 * i));
+            let (w1, a1) = (w0.add(18), a0.add(34));
+            let q0 = _mm256_sub_epi8(nibbles(ld128(w0.add(2))), eight);
+            let q1 = _mm256_sub_epi8(nibbles(ld128(w1.add(2))), eight);
+            let p0 = _mm256_cvtepi32_ps(mul_sum_ss8(q0, ld256(a0.add(Q8_0_QS))));
+            let p1 = _mm256_cvtepi32_ps(mul_sum_ss8(q1, ld256(a1.add(Q8_0_QS))));
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(w0) * f16_at(a0)), p0, acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(w1) * f16_at(a1)), p1, acc1);
+            i += 2;
+        }
+        if i < nb {
+            let (w0, a0) = (w.add(18 * i), a.add(34 * i));
+            let q0 = _mm256_sub_epi8(nibbles(ld128(w0.add(2))), eight);
+            let p0 = _mm256_cvtepi32_ps(mul_sum_ss8(q0, ld256(a0.add(Q8_0_QS))));
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(w0) * f16_at(a0)), p0, acc0);
+        }
+    }
+    hsum_ps(_mm256_add_ps(acc0, acc1))
+}
+
+/// Q8_0 · Q8_0 over `nb` blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q8_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut i = 0;
+    // SAFETY: `nb` blocks of 34 bytes at both `w` and `a`; offsets stay in blocks < nb.
+    unsafe {
+        while i + 2 <= nb {
+            let (w0, a0) = (w.add(34 * i), a.add(34 * i));
+            let (w1, a1) = (w0.add(34), a0.add(34));
+            let p0 = mul_sum_ss8(ld256(w0.add(2)), ld256(a0.add(2)));
+            let p1 = mul_sum_ss8(ld256(w1.add(2)), ld256(a1.add(2)));
+            let d0 = _mm256_set1_ps(f16_at(w0) * f16_at(a0));
+            let d1 = _mm256_set1_ps(f16_at(w1) * f16_at(a1));
+            acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+            acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+            i += 2;
+        }
+        if i < nb {
+            let (w0, a0) = (w.add(34 * i), a.add(34 * i));
+            let p0 = mul_sum_ss8(ld256(w0.add(2)), ld256(a0.add(2)));
+            let d0 = _mm256_set1_ps(f16_at(w0) * f16_at(a0));
+            acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+        }
+    }
+    hsum_ps(_mm256_add_ps(acc0, acc1))
+}
+
+/// Q4_1 · Q8_1 over `nb` blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4_1(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut summ = 0.0f32;
+    // SAFETY: `nb` blocks of 20 bytes at `w` and of 36 at `a`.
+    unsafe {
+        for i in 0..nb {
+            let (wb, ab) = (w.add(20 * i), a.add(36 * i));
+            let q = nibbles(ld128(wb.add(4)));
+            let p = _mm256_cvtepi32_ps(mul_sum_us8(q, ld256(ab.add(Q8_1_QS))));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(wb) * f16_at(ab)), p, acc);
+            summ += f16_at(wb.add(2)) * f16_at(ab.add(Q8_1_S));
+        }
+    }
+    hsum_ps(acc) + summ
+}
+
+/// Q5_0 · Q8_0 over `nb` blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q5_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let f0 = _mm256_set1_epi8(0xf0u8 as i8);
+    // SAFETY: `nb` blocks of 22 bytes at `w` and of 34 at `a`.
+    unsafe {
+        for i in 0..nb {
+            let (wb, ab) = (w.add(22 * i), a.add(34 * i));
+            // q − 16: a clear 5th bit sets the high nibble to 0xF (−16 as i8 offset).
+            let hi = _mm256_andnot_si256(bits_to_bytes(u32_at(wb.add(2))), f0);
+            let q = _mm256_or_si256(nibbles(ld128(wb.add(6))), hi);
+            let p = _mm256_cvtepi32_ps(mul_sum_ss8(q, ld256(ab.add(Q8_0_QS))));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(wb) * f16_at(ab)), p, acc);
+        }
+    }
+    hsum_ps(acc)
+}
+
+/// Q5_1 · Q8_1 over `nb` blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q5_1(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut summ = 0.0f32;
+    let x10 = _mm256_set1_epi8(0x10);
+    // SAFETY: `nb` blocks of 24 bytes at `w` and of 36 at `a`.
+    unsafe {
+        for i in 0..nb {
+            let (wb, ab) = (w.add(24 * i), a.add(36 * i));
+            let hi = _mm256_and_si256(bits_to_bytes(u32_at(wb.add(4))), x10);
+            let q = _mm256_or_si256(nibbles(ld128(wb.add(8))), hi);
+            let p = _mm256_cvtepi32_ps(mul_sum_us8(q, ld256(ab.add(Q8_1_QS))));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(wb) * f16_at(ab)), p, acc);
+            summ += f16_at(wb.add(2)) * f16_at(ab.add(Q8_1_S));
+        }
+    }
+    hsum_ps(acc) + summ
+}
+
+// ---------------------------------------------------------------------------------
+// K-quants × Q8_K
+
+/// The 8 scales (bytes 0..8) and 8 mins (bytes 8..16) of a Q4_K/Q5_K block.
+#[inline]
+unsafe fn k4_scales_mins(p: *const u8) -> [u32; 4] {
+    const M1: u32 = 0x3f3f_3f3f;
+    const M2: u32 = 0x0f0f_0f0f;
+    const M3: u32 = 0x0303_0303;
+    // SAFETY: the caller guarantees 12 readable bytes at `p`.
+    let (u0, u1, u2) = unsafe { (u32_at(p), u32_at(p.add(4)), u32_at(p.add(8))) };
+    [
+        u0 & M1,
+        (u2 & M2) | (((u0 >> 6) & M3) << 4),
+        u1 & M1,
+        ((u2 >> 4) & M2) | (((u1 >> 6) & M3) << 4),
+    ]
+}
+
+/// Q4_K · Q8_K over `nb` super-blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let (mut acc, mut acc_m) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let m4 = _mm256_set1_epi8(0x0f);
+    // SAFETY: `nb` blocks of 144 bytes at `w` and of 292 at `a`.
+    unsafe {
+        for i in 0..nb {
+            let (wb, ab) = (w.add(144 * i), a.add(292 * i));
+            let yd = f32_at(ab);
+            let d = yd * f16_at(wb);
+            let dmin = yd * f16_at(wb.add(2));
+            let u = k4_scales_mins(wb.add(4));
+            let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
+            // mins: Σ_j m_j · (bsum_2j + bsum_2j+1), with m_j spread over lane pairs.
+            let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+            let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
+            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+            let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+            let mut sumi = _mm256_setzero_si256();
+            for c in 0..4 {
+                let q = ld256(wb.add(16 + 32 * c));
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                let ylo = ld256(ab.add(Q8K_QS + 64 * c));
+                let yhi = ld256(ab.add(Q8K_QS + 64 * c + 32));
+                let s0 = _mm256_shuffle_epi8(
+                    sc,
+                    _mm256_set1_epi16((((4 * c + 1) << 8) | (4 * c)) as i16),
+                );
+                let s1 = _mm256_shuffle_epi8(
+                    sc,
+                    _mm256_set1_epi16((((4 * c + 3) << 8) | (4 * c + 2)) as i16),
+                );
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), s0);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+    }
+    hsum_ps(acc) - hsum_ps(acc_m)
+}
+
+/// Q5_K · Q8_K over `nb` super-blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q5_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let (mut acc, mut acc_m) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let m4 = _mm256_set1_epi8(0x0f);
+    let x10 = _mm256_set1_epi8(0x10);
+    // SAFETY: `nb` blocks of 176 bytes at `w` and of 292 at `a`.
+    unsafe {
+        for i in 0..nb {
+            let (wb, ab) = (w.add(176 * i), a.add(292 * i));
+            let yd = f32_at(ab);
+            let d = yd * f16_at(wb);
+            let dmin = yd * f16_at(wb.add(2));
+            let u = k4_scales_mins(wb.add(4));
+            let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
+            let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+            let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
+            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+            let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+            let mut hb = ld256(wb.add(16));
+            let mut sumi = _mm256_setzero_si256();
+            for c in 0..4 {
+                let q = ld256(wb.add(48 + 32 * c));
+                let lo = _mm256_or_si256(
+                    _mm256_and_si256(q, m4),
+                    _mm256_and_si256(_mm256_slli_epi16::<4>(hb), x10),
+                );
+                let hi = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
+                    _mm256_and_si256(_mm256_slli_epi16::<3>(hb), x10),
+                );
+                hb = _mm256_srli_epi16::<2>(hb);
+                let ylo = ld256(ab.add(Q8K_QS + 64 * c));
+                let yhi = ld256(ab.add(Q8K_QS + 64 * c + 32));
+                let s0 = _mm256_shuffle_epi8(
+                    sc,
+                    _mm256_set1_epi16((((4 * c + 1) << 8) | (4 * c)) as i16),
+                );
+                let s1 = _mm256_shuffle_epi8(
+                    sc,
+                    _mm256_set1_epi16((((4 * c + 3) << 8) | (4 * c + 2)) as i16),
+                );
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), s0);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+    }
+    hsum_ps(acc) - hsum_ps(acc_m)
+}
+
+/// Q6_K · Q8_K over `nb` super-blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let m4 = _mm256_set1_epi8(0x0f);
+    let m30 = _mm256_set1_epi8(0x30);
+    // SAFETY: `nb` blocks of 210 bytes at `w` and of 292 at `a`.
+    unsafe {
+        for i in 0..nb {
+            let (wb, ab) = (w.add(210 * i), a.add(292 * i));
+            let d = f32_at(ab) * f16_at(wb.add(208));
+            let sc = ld128(wb.add(192));
+            // Σ_j sc_j · 32 · bsum_j: the −32 offset of every quant, applied once.
+            let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), _mm256_cvtepi8_epi16(sc));
+            let mut sumi = _mm256_setzero_si256();
+            for n in 0..2 {
+                let ql0 = ld256(wb.add(64 * n));
+                let ql1 = ld256(wb.add(64 * n + 32));
+                let qh = ld256(wb.add(128 + 32 * n));
+                let q = [
+                    _mm256_or_si256(
+                        _mm256_and_si256(ql0, m4),
+                        _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(ql1, m4),
+                        _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                        _mm256_and_si256(qh, m30),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                        _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
+                    ),
+                ];
+                for (k, qk) in q.into_iter().enumerate() {
+                    let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * k));
+                    let p = _mm256_maddubs_epi16(qk, y);
+                    sumi =
+                        _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(sc, 8 * n + 2 * k)));
+                }
+            }
+            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(off));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+    }
+    hsum_ps(acc)
+}
+
+/// Q2_K · Q8_K over `nb` super-blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let (mut acc, mut acc_m) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let m3 = _mm256_set1_epi8(3);
+    let m4 = _mm_set1_epi8(0x0f);
+    // SAFETY: `nb` blocks of 84 bytes at `w` and of 292 at `a`.
+    unsafe {
+        for i in 0..nb {
+            let (wb, ab) = (w.add(84 * i), a.add(292 * i));
+            let yd = f32_at(ab);
+            let d = yd * f16_at(wb.add(80));
+            let dmin = yd * f16_at(wb.add(82));
+            let raw = ld128(wb);
+            let sc = _mm_and_si128(raw, m4);
+            let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(raw), m4));
+            let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
+            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+            let mut sumi = _mm256_setzero_si256();
+            for n in 0..2 {
+                let q = ld256(wb.add(16 + 32 * n));
+                let planes = [
+                    _mm256_and_si256(q, m3),
+                    _mm256_and_si256(_mm256_srli_epi16::<2>(q), m3),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), m3),
+                    _mm256_and_si256(_mm256_srli_epi16::<6>(q), m3),
+                ];
+                for (p, qp) in planes.into_iter().enumerate() {
+                    let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * p));
+                    let prod = _mm256_maddubs_epi16(qp, y);
+                    sumi = _mm256_add_epi32(
+                        sumi,
+                        _mm256_madd_epi16(prod, scale_pair(sc, 8 * n + 2 * p)),
+                    );
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+    }
+    hsum_ps(acc) - hsum_ps(acc_m)
+}
+
+/// Q3_K · Q8_K over `nb` super-blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let m3 = _mm256_set1_epi8(3);
+    let four = _mm256_set1_epi8(4);
+    // SAFETY: `nb` blocks of 110 bytes at `w` and of 292 at `a`.
+    unsafe {
+        for i in 0..nb {
+            let (wb, ab) = (w.add(110 * i), a.add(292 * i));
+            let d = f32_at(ab) * f16_at(wb.add(108));
+            let mut packed = [0u8; 12];
+            core::ptr::copy_nonoverlapping(wb.add(96), packed.as_mut_ptr(), 12);
+            let mut s = [0i8; 16];
+            for (j, v) in s.iter_mut().enumerate() {
+                *v = scale_q3k(j, &packed);
+            }
+            let sc = ld128(s.as_ptr().cast());
+            let hm = ld256(wb);
+            let mut sumi = _mm256_setzero_si256();
+            for n in 0..2 {
+                let q = ld256(wb.add(32 + 32 * n));
+                let planes = [
+                    _mm256_and_si256(q, m3),
+                    _mm256_and_si256(_mm256_srli_epi16::<2>(q), m3),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), m3),
+                    _mm256_and_si256(_mm256_srli_epi16::<6>(q), m3),
+                ];
+                for (p, qp) in planes.into_iter().enumerate() {
+                    let bit = _mm256_set1_epi8((1u8 << (4 * n + p)) as i8);
+                    let clear =
+                        _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), _mm256_setzero_si256());
+                    let sub = _mm256_and_si256(clear, four);
+                    let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * p));
+                    let prod =
+                        _mm256_sub_epi16(_mm256_maddubs_epi16(qp, y), _mm256_maddubs_epi16(sub, y));
+                    sumi = _mm256_add_epi32(
+                        sumi,
+                        _mm256_madd_epi16(prod, scale_pair(sc, 8 * n + 2 * p)),
+                    );
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+    }
+    hsum_ps(acc)
+}
+
+// ---------------------------------------------------------------------------------
+// Activation quantizers (bit-exact with rml-core's reference)
+
+/// C `roundf` on 8 lanes: round half away from zero.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn round_away(t: __m256) -> __m256 {
+    let sign = _mm256_set1_ps(-0.0);
+    let tr = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(t);
+    let frac = _mm256_andnot_ps(sign, _mm256_sub_ps(t, tr));
+    let up = _mm256_cmp_ps::<_CMP_GE_OQ>(frac, _mm256_set1_ps(0.5));
+    let one = _mm256_or_ps(_mm256_and_ps(t, sign), _mm256_set1_ps(1.0));
+    _mm256_add_ps(tr, _mm256_and_ps(up, one))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hmax_ps(v: __m256) -> f32 {
+    let m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)))
+}
+
+/// Four vectors of 8 i32 → 32 i8 in element order (values already in i8 range).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn pack_i8(v: [__m256i; 4]) -> __m256i {
+    let a = _mm256_packs_epi32(v[0], v[1]);
+    let b = _mm256_packs_epi32(v[2], v[3]);
+    let c = _mm256_packs_epi16(a, b);
+    _mm256_permutevar8x32_epi32(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn f16_bits(v: f32) -> u16 {
+    _mm_extract_epi16::<0>(_mm_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(_mm_set_ss(v))) as u16
+}
+
+/// Quantizes 32 floats at `x` like the Q8_0 reference: returns (d, Σq) and stores the
+/// 32 quants at `qs`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_block(x: *const f32, qs: *mut u8) -> (f32, i32) {
+    // SAFETY: the caller guarantees 32 readable floats at `x` and 32 writable bytes at `qs`.
+    unsafe {
+        let v = [
+            _mm256_loadu_ps(x),
+            _mm256_loadu_ps(x.add(8)),
+            _mm256_loadu_ps(x.add(16)),
+            _mm256_loadu_ps(x.add(24)),
+        ];
+        let sign = _mm256_set1_ps(-0.0);
+        let m = v.iter().fold(_mm256_setzero_ps(), |m, &v| {
+            _mm256_max_ps(m, _mm256_andnot_ps(sign, v))
+        });
+        let d = hmax_ps(m) / 127.0;
+        let id = _mm256_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
+        let q = v.map(|v| _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v, id))));
+        let sum = hsum_epi32(_mm256_add_epi32(
+            _mm256_add_epi32(q[0], q[1]),
+            _mm256_add_epi32(q[2], q[3]),
+        ));
+        _mm256_storeu_si256(qs.cast(), pack_i8(q));
+        (d, sum)
+    }
+}
+
+/// Quantizes 256 floats at `x` into the Q8_K block at `dst`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8k_block(x: *const f32, dst: *mut u8) {
+    // SAFETY: the caller guarantees 256 readable floats at `x` and 292 writable bytes
+    // at `dst`.
+    unsafe {
+        let sign = _mm256_set1_ps(-0.0);
+        let mut m = _mm256_setzero_ps();
+        for j in 0..32 {
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x.add(8 * j))));
+        }
+        let amax = hmax_ps(m);
+        if amax == 0.0 {
+            core::ptr::write_bytes(dst, 0, 292);
+            return;
+        }
+        // The signed value of the first element with the largest magnitude.
+        let mut max = 0.0f32;
+        for j in 0..256 {
+            let v = *x.add(j);
+            if v.abs() == amax {
+                max = v;
+                break;
+            }
+        }
+        let iscale = -127.0 / max;
+        let vs = _mm256_set1_ps(iscale);
+        let cap = _mm256_set1_epi32(127);
+        for c in 0..8 {
+            let q: [__m256i; 4] = core::array::from_fn(|k| {
+                let v = _mm256_loadu_ps(x.add(32 * c + 8 * k));
+                _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v, vs)), cap)
+            });
+            let b0 = hsum_epi32(_mm256_add_epi32(q[0], q[1])) as i16;
+            let b1 = hsum_epi32(_mm256_add_epi32(q[2], q[3])) as i16;
+            dst.add(Q8K_BSUMS + 4 * c)
+                .cast::<i16>()
+                .write_unaligned(b0.to_le());
+            dst.add(Q8K_BSUMS + 4 * c + 2)
+                .cast::<i16>()
+                .write_unaligned(b1.to_le());
+            _mm256_storeu_si256(dst.add(Q8K_QS + 32 * c).cast(), pack_i8(q));
+        }
+        dst.cast::<f32>().write_unaligned(1.0 / iscale);
+    }
+}
+
+/// Activation quantizer; lengths were checked by the caller (`dst` holds exactly the
+/// blocks of `x`).
+pub(super) fn quantize_act(act: DType, x: &[f32], dst: &mut [u8]) -> rml_core::Result<()> {
+    let bb = block_bytes(act);
+    let be = act.block_size();
+    if !Isa::Avx2.is_supported()
+        || bb == 0
+        || x.len() / be * bb != dst.len()
+        || !x.len().is_multiple_of(be)
+    {
+        return super::scalar::quantize_act(act, x, dst);
+    }
+    for (xs, d) in x.chunks_exact(be).zip(dst.chunks_exact_mut(bb)) {
+        // SAFETY: AVX2 is present; `xs` has `be` floats and `d` has `bb` bytes, which
+        // is what each block kernel reads and writes.
+        unsafe {
+            match act {
+                DType::Q8_0 => {
+                    let (s, _) = q8_block(xs.as_ptr(), d.as_mut_ptr().add(2));
+                    d[..2].copy_from_slice(&f16_bits(s).to_le_bytes());
+                }
+                DType::Q8_1 => {
+                    let (s, sum) = q8_block(xs.as_ptr(), d.as_mut_ptr().add(4));
+                    d[..2].copy_from_slice(&f16_bits(s).to_le_bytes());
+                    d[2..4].copy_from_slice(&f16_bits(sum as f32 * s).to_le_bytes());
+                }
+                _ => q8k_block(xs.as_ptr(), d.as_mut_ptr()),
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------
+// Dequantization (bit-exact with the reference: products and differences, no FMA)
+
+/// Stores 32 i8 lanes at `q`, converted to f32 and multiplied by `d`, to `y`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn store_scaled(q: __m256i, d: __m256, y: *mut f32) {
+    let lo = _mm256_castsi256_si128(q);
+    let hi = _mm256_extracti128_si256::<1>(q);
+    let parts = [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)];
+    // SAFETY: the caller guarantees 32 writable floats at `y`.
+    unsafe {
+        for (k, p) in parts.into_iter().enumerate() {
+            let f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p));
+            _mm256_storeu_ps(y.add(8 * k), _mm256_mul_ps(f, d));
+        }
+    }
+}
+
+/// Stores 32 u8 lanes at `q` as `dl·q − ml` to `y`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn store_affine(q: __m256i, dl: f32, ml: f32, y: *mut f32) {
+    let lo = _mm256_castsi256_si128(q);
+    let hi = _mm256_extracti128_si256::<1>(q);
+    let parts = [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)];
+    let (dv, mv) = (_mm256_set1_ps(dl), _mm256_set1_ps(ml));
+    // SAFETY: the caller guarantees 32 writable floats at `y`.
+    unsafe {
+        for (k, p) in parts.into_iter().enumerate() {
+            let f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p));
+            _mm256_storeu_ps(y.add(8 * k), _mm256_sub_ps(_mm256_mul_ps(dv, f), mv));
+        }
+    }
+}
+
+/// Dequantizes Q4_0, Q8_0, Q4_K and Q6_K; returns false for the other types (or
+/// without AVX2, or on inconsistent lengths) so the caller runs the scalar path.
+pub(super) fn dequantize(dtype: DType, src: &[u8], dst: &mut [f32]) -> bool {
+    if !Isa::Avx2.is_supported() {
+        return false;
+    }
+    let (bb, be) = (block_bytes(dtype), dtype.block_size());
+    if !matches!(dtype, DType::Q4_0 | DType::Q8_0 | DType::Q4K | DType::Q6K)
+        || !dst.len().is_multiple_of(be)
+        || dst.len() / be * bb != src.len()
+    {
+        return false;
+    }
+    for (b, y) in src.chunks_exact(bb).zip(dst.chunks_exact_mut(be)) {
+        // SAFETY: AVX2 is present; `b` is one whole block and `y` its `be` outputs.
+        unsafe {
+            match dtype {
+                DType::Q4_0 => dequant_q4_0(b.as_ptr(), y.as_mut_ptr()),
+                DType::Q8_0 => {
+                    let d = _mm256_set1_ps(f16_at(b.as_ptr()));
+                    store_scaled(ld256(b.as_ptr().add(2)), d, y.as_mut_ptr());
+                }
+                DType::Q4K => dequant_q4_k(b.as_ptr(), y.as_mut_ptr()),
+                _ => dequant_q6_k(b.as_ptr(), y.as_mut_ptr()),
+            }
+        }
+    }
+    true
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dequant_q4_0(b: *const u8, y: *mut f32) {
+    // SAFETY: one 18-byte block at `b`, 32 floats at `y`.
+    unsafe {
+        let d = _mm256_set1_ps(f16_at(b));
+        let q = _mm256_sub_epi8(nibbles(ld128(b.add(2))), _mm256_set1_epi8(8));
+        store_scaled(q, d, y);
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dequant_q4_k(b: *const u8, y: *mut f32) {
+    // SAFETY: one 144-byte block at `b`, 256 floats at `y`.
+    unsafe {
+        let d = f16_at(b);
+        let dmin = f16_at(b.add(2));
+        let u = k4_scales_mins(b.add(4));
+        let sm: [u8; 16] = bytemuck::cast(u);
+        let m4 = _mm256_set1_epi8(0x0f);
+        for c in 0..4 {
+            let q = ld256(b.add(16 + 32 * c));
+            let lo = _mm256_and_si256(q, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+            let (j0, j1) = (2 * c, 2 * c + 1);
+            store_affine(
+                lo,
+                d * f32::from(sm[j0]),
+                dmin * f32::from(sm[8 + j0]),
+                y.add(64 * c),
+            );
+            store_affine(
+                hi,
+                d * f32::from(sm[j1]),
+                dmin * f32::from(sm[8 + j1]),
+                y.add(64 * c + 32),
+            );
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dequant_q6_k(b: *const u8, y: *mut f32) {
+    // SAFETY: one 210-byte block at `b`, 256 floats at `y`.
+    unsafe {
+        let d = f16_at(b.add(208));
+        let m4 = _mm256_set1_epi8(0x0f);
+        let m30 = _mm256_set1_epi8(0x30);
+        let m32 = _mm256_set1_epi8(32);
+        for n in 0..2 {
+            let ql0 = ld256(b.add(64 * n));
+            let ql1 = ld256(b.add(64 * n + 32));
+            let qh = ld256(b.add(128 + 32 * n));
+            let q = [
+                _mm256_or_si256(
+                    _mm256_and_si256(ql0, m4),
+                    _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                    _mm256_and_si256(qh, m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                    _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
+                ),
+            ];
+            for (k, qk) in q.into_iter().enumerate() {
+                let qs = _mm256_sub_epi8(qk, m32);
+                let s = 8 * n + 2 * k;
+                let y0 = y.add(128 * n + 32 * k);
+                // Two sub-blocks of 16 with their own scales.
+                let d0 = d * f32::from(*b.add(192 + s) as i8);
+                let d1 = d * f32::from(*b.add(192 + s + 1) as i8);
+                let lo = _mm256_castsi256_si128(qs);
+                let hi = _mm256_extracti128_si256::<1>(qs);
+                let parts = [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)];
+                for (p, part) in parts.into_iter().enumerate() {
+                    let dv = _mm256_set1_ps(if p < 2 { d0 } else { d1 });
+                    let f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part));
+                    _mm256_storeu_ps(y0.add(8 * p), _mm256_mul_ps(dv, f));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Causal multi-head attention over the KV cache, for a block of new positions
+//! (prefill) or one (decode): grouped-query heads, optional sliding window, optional
+//! score soft-capping.
+
+use rml_core::ops::softmax::softmax;
+use rml_core::{Shape, TensorView, TensorViewMut};
+
+use crate::error::{Error, Result};
+use crate::kv_cache::KvElement;
+use crate::ops::softcap;
+
+/// One layer's cached keys and values: `slots` rows each, position `p` in row
+/// `p % slots`.
+#[derive(Clone, Copy, Debug)]
+pub struct KvRing<'a, T> {
+    /// Keys, `slots × n_kv_heads·head_dim`.
+    pub keys: &'a [T],
+    /// Values, shaped like `keys`.
+    pub values: &'a [T],
+    /// Rows held.
+    pub slots: usize,
+}
+
+/// The shape of one layer's attention.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionSpec {
+    /// Query heads.
+    pub n_heads: usize,
+    /// Key/value heads; query head `h` reads key head `h / (n_heads / n_kv_heads)`.
+    pub n_kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// Multiplier of `q·k`.
+    pub scale: f32,
+    /// Soft-cap of the scaled scores.
+    pub softcap: Option<f32>,
+    /// Positions a query sees (itself included); `None` for all earlier ones.
+    pub window: Option<usize>,
+}
+
+impl AttentionSpec {
+    /// The first key position that query position `pos` may attend to.
+    pub fn first_visible(&self, pos: usize) -> usize {
+        match self.window {
+            Some(w) => (pos + 1).saturating_sub(w),
+            None => 0,
+        }
+    }
+
+    /// Attention of the queries `q` (`rows × n_heads·head_dim`, positions
+    /// `start..start + rows`) over the cached keys and values (every visible
+    /// position present) into `out` (shaped like `q`). `scores` is scratch of at
+    /// least `2·(start + rows)` values.
+    pub fn run<T: KvElement>(
+        &self,
+        q: &[f32],
+        kv: KvRing<'_, T>,
+        start: usize,
+        out: &mut [f32],
+        scores: &mut [f32],
+    ) -> Result<()> {
+        let (hd, q_dim, kv_dim) = (
+            self.head_dim,
+            self.n_heads * self.head_dim,
+            self.n_kv_heads * self.head_dim,
+        );
+        let group = self.n_heads / self.n_kv_heads;
+        let rows = q.len() / q_dim;
+        let (raw, probs) = scores.split_at_mut(start + rows);
+        for t in 0..rows {
+            let pos = start + t;
+            let first = self.first_visible(pos);
+            let n = pos + 1 - first;
+            for h in 0..self.n_heads {
+                let kvh = h / group;
+                let qh = &q[t * q_dim + h * hd..][..hd];
+                for (s, p) in raw[..n].iter_mut().zip(first..=pos) {
+                    let k = &kv.keys[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
+                    *s = qh.iter().zip(k).map(|(a, b)| a * b.to_f32()).sum::<f32>() * self.scale;
+                }
+                if let Some(cap) = self.softcap {
+                    softcap(&mut raw[..n], cap);
+                }
+                let ctx = || Error::core("attention softmax");
+                let shape = Shape::new(&[n]).map_err(ctx())?;
+                let sv = TensorView::new(&raw[..n], shape).map_err(ctx())?;
+                let mut pv = TensorViewMut::new(&mut probs[..n], shape).map_err(ctx())?;
+                softmax(&sv, 0, &mut pv).map_err(ctx())?;
+                let o = &mut out[t * q_dim + h * hd..][..hd];
+                o.fill(0.0);
+                for (w, p) in probs[..n].iter().zip(first..=pos) {
+                    let v = &kv.values[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
+                    for (oi, vi) in o.iter_mut().zip(v) {
+                        *oi += w * vi.to_f32();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(window: Option<usize>) -> AttentionSpec {
+        AttentionSpec {
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: 2,
+            scale: 1.0,
+            softcap: None,
+            window,
+        }
+    }
+
+    #[test]
+    fn first_position_copies_its_value_and_window_limits_the_past() {
+        let keys = [0.0f32; 6];
+        let values = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let q = [1.0; 12];
+        let mut out = [0.0; 12];
+        let mut scratch = [0.0; 6];
+        let ring = KvRing {
+            keys: &keys,
+            values: &values,
+            slots: 3,
+        };
+        spec(None).run(&q, ring, 0, &mut out, &mut scratch).unwrap();
+        // Equal scores: position p averages values 0..=p; both heads share kv head 0.
+        assert_eq!(&out[..4], &[1.0, 2.0, 1.0, 2.0]);
+        assert_eq!(&out[8..], &[3.0, 4.0, 3.0, 4.0]);
+        spec(Some(2))
+            .run(&q, ring, 0, &mut out, &mut scratch)
+            .unwrap();
+        assert_eq!(&out[8..], &[4.0, 5.0, 4.0, 5.0]);
+    }
+}

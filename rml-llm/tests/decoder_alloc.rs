@@ -1,0 +1,143 @@
+//! Decoding with a prepared `Workspace` and KV cache allocates nothing: a counting
+//! global allocator watches the test thread while prefill and decode steps run.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::PathBuf;
+
+use rml_llm::{Config, GgufSource, KvDtype, Logits, Model, SafetensorsSource};
+
+struct Counting;
+
+thread_local! {
+    static WATCHING: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note() {
+    let _ = WATCHING.try_with(|w| {
+        if w.get() {
+            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        }
+    });
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter
+// only touches const-initialized thread-locals, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made on this thread while `f` runs.
+fn allocations(f: impl FnOnce()) -> usize {
+    COUNT.with(|c| c.set(0));
+    WATCHING.with(|w| w.set(true));
+    f();
+    WATCHING.with(|w| w.set(false));
+    COUNT.with(Cell::get)
+}
+
+fn fixture(family: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/decoder")
+        .join(family)
+}
+
+fn hf_model(family: &str) -> Model {
+    let dir = fixture(family);
+    let config = Config::from_hf_json(&std::fs::read_to_string(dir.join("config.json")).unwrap());
+    Model::load(config.unwrap(), &SafetensorsSource::open(&dir).unwrap()).unwrap()
+}
+
+fn assert_decode_allocates_nothing(name: &str, model: &Model, kv: KvDtype) {
+    let mut cache = model.new_cache_with(24, kv);
+    // Ten prompt tokens take the packed-GEMM prefill path, single tokens the GEMV.
+    let mut ws = model.workspace(10, cache.capacity()).unwrap();
+    let prompt: Vec<u32> = (1..=10).collect();
+    let n = allocations(|| {
+        model
+            .forward_with(&prompt, &mut cache, &mut ws, Logits::All)
+            .unwrap();
+        for tok in 11..18 {
+            let logits = model
+                .forward_with(&[tok], &mut cache, &mut ws, Logits::Last)
+                .unwrap();
+            assert!(logits.iter().all(|v| v.is_finite()));
+        }
+    });
+    assert_eq!(n, 0, "{name}: {n} allocations during prefill and decode");
+    assert_eq!(cache.len(), 17);
+}
+
+#[test]
+fn dense_moe_gemma_and_quantized_models_decode_without_allocating() {
+    let probe = allocations(|| drop(std::hint::black_box(vec![0u8; 64])));
+    assert_eq!(probe, 1, "the counter must see allocations");
+    for family in ["llama", "mixtral", "qwen3_moe", "gemma2", "gemma3", "phi3"] {
+        assert_decode_allocates_nothing(family, &hf_model(family), KvDtype::F32);
+    }
+    let src = GgufSource::open(fixture("llama").join("model-q8_0.gguf")).unwrap();
+    let q8 = Model::load(Config::from_metadata(&src).unwrap(), &src).unwrap();
+    assert_decode_allocates_nothing("llama q8_0", &q8, KvDtype::F32);
+    assert_decode_allocates_nothing("llama q8_0, f16 cache", &q8, KvDtype::F16);
+}
+
+#[test]
+fn workspace_too_small_is_an_error() {
+    let model = hf_model("qwen2");
+    let mut cache = model.new_cache(8);
+    let mut ws = model.workspace(1, 8).unwrap();
+    let err = model
+        .forward_with(&[1, 2], &mut cache, &mut ws, Logits::All)
+        .unwrap_err();
+    assert!(err.to_string().contains("workspace"), "{err}");
+    let err = model
+        .forward_with(&[9999], &mut cache, &mut ws, Logits::All)
+        .unwrap_err();
+    assert!(err.to_string().contains("vocabulary"), "{err}");
+    let mut full = model.new_cache(1);
+    model.forward(&[1], &mut full).unwrap();
+    let err = model.forward(&[2], &mut full).unwrap_err();
+    assert!(err.to_string().contains("KV cache"), "{err}");
+}
+
+#[test]
+fn last_logits_equal_the_last_row_of_all_logits() {
+    for family in ["gemma2", "phi3"] {
+        let model = hf_model(family);
+        let vocab = model.config().vocab_size;
+        let prompt = [5, 17, 3, 250, 9, 9, 1, 44, 2, 100, 7];
+        let all = model.forward(&prompt, &mut model.new_cache(16)).unwrap();
+        let mut cache = model.new_cache(16);
+        let mut ws = model.workspace(prompt.len(), 16).unwrap();
+        let last = model
+            .forward_with(&prompt, &mut cache, &mut ws, Logits::Last)
+            .unwrap();
+        // One row runs on the GEMV, eleven on the GEMM: equal up to rounding.
+        let want = &all[all.len() - vocab..];
+        assert_eq!(last.len(), vocab);
+        for (a, b) in last.iter().zip(want) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+        let err = model
+            .forward_with(&[], &mut cache, &mut ws, Logits::Last)
+            .unwrap_err();
+        assert!(err.to_string().contains("no tokens"), "{err}");
+    }
+}
