@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
+pub mod gguf;
 pub mod npy;
 pub mod safetensors;
 mod zip;
