@@ -3,6 +3,9 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #
+# FUZZ_ARGS adds libFuzzer options (for example FUZZ_ARGS=-max_len=4096, which keeps
+# inputs small and the exec rate high).
+#
 # Installs cargo-fuzz if missing (nightly toolchain required). Each target starts from
 # the committed fixtures and malformed corpus of its format (copied into
 # fuzz/corpus-run/TARGET, which is git-ignored) and runs under libFuzzer's limits:
@@ -35,7 +38,7 @@ for target in "${targets[@]}"; do
   echo "==> fuzzing $target for ${seconds}s (log: $log)"
   cargo +nightly fuzz run "$target" "$corpus" -- \
     -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 \
-    -print_final_stats=1 >"$log" 2>&1 || { tail -40 "$log"; exit 1; }
+    -print_final_stats=1 ${FUZZ_ARGS:-} >"$log" 2>&1 || { tail -40 "$log"; exit 1; }
   runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
   echo "    $target: $runs execs, $(ls "$corpus" | wc -l) corpus files, no crash"
 done
