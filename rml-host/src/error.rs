@@ -4,8 +4,8 @@
 //! [`Error::Format`], whose `field` names the part of the file that is wrong in a
 //! dotted path (`header_length`, `tensors."w".data_offsets`, `__metadata__."k"`,
 //! `member "x.npy"`, …) so that a message and a test can both point at it. Errors from
-//! `rml-core` convert with `?` ([`Error::Core`]); callers add context with
-//! [`Error::in_file`].
+//! `rml-core` convert with `?` ([`Error::Core`]), and so do the GGUF module's
+//! `GgufError`s ([`Error::Gguf`]); callers add context with [`Error::in_file`].
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -73,6 +73,9 @@ pub enum Error {
     },
     /// An argument is invalid; the string says which and why.
     InvalidArgument(String),
+    /// A GGUF file is malformed or unsupported, or a GGUF request failed; the wrapped
+    /// error says what and where (key, tensor, byte offset, file).
+    Gguf(crate::formats::gguf::GgufError),
 }
 
 impl Error {
@@ -164,6 +167,7 @@ impl fmt::Display for Error {
             ),
             Error::NotFound { kind, name } => write!(f, "no {kind} named {name:?}"),
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            Error::Gguf(e) => write!(f, "invalid gguf file: {e}"),
         }
     }
 }
@@ -173,8 +177,15 @@ impl std::error::Error for Error {
         match self {
             Error::Io { source, .. } => Some(source),
             Error::Core { source, .. } => Some(source),
+            Error::Gguf(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<crate::formats::gguf::GgufError> for Error {
+    fn from(e: crate::formats::gguf::GgufError) -> Self {
+        Error::Gguf(e)
     }
 }
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use rml_host::formats::gguf::{Gguf, ReadOptions};
 use rml_host::formats::npy::{self, Npz};
 use rml_host::formats::safetensors::{SafeTensors, ShardedSafeTensors};
 use rml_host::formats::{FileKind, detect};
@@ -192,10 +193,38 @@ fn summarize(path: &Path) -> Result<Summary> {
                 tensors,
             })
         }
-        FileKind::Gguf => Err(Error::InvalidArgument(format!(
-            "{}: GGUF inspection is not available in this build",
-            path.display()
-        ))),
+        FileKind::Gguf => {
+            let options = ReadOptions {
+                allow_unsupported_types: true,
+            };
+            let g = Gguf::open_with(path, options)?;
+            let mut metadata = vec![
+                ("gguf.version".to_string(), g.version().to_string()),
+                ("gguf.alignment".to_string(), g.alignment().to_string()),
+            ];
+            metadata.extend(g.metadata().map(|(k, v)| (k.to_string(), v.to_string())));
+            let tensors = g
+                .tensor_infos()
+                .iter()
+                .map(|t| Row {
+                    name: t.name().to_string(),
+                    dtype: t.ggml_type().name().to_string(),
+                    shape: t.shape(),
+                    bytes: usize::try_from(t.size_bytes()).unwrap_or(usize::MAX),
+                    note: if t.dtype().is_err() {
+                        "type not supported by rml".to_string()
+                    } else {
+                        String::new()
+                    },
+                })
+                .collect();
+            Ok(Summary {
+                format: "gguf",
+                file_bytes,
+                metadata,
+                tensors,
+            })
+        }
     }
 }
 

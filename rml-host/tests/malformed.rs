@@ -127,3 +127,55 @@ fn every_prefix_of_every_valid_fixture_is_an_error() {
     }
     assert!(files >= 20);
 }
+
+/// Deterministic mutations of every valid fixture: each byte set to 0x00, 0xff and
+/// flipped in its top bit. Any outcome but a panic is fine (many mutations still
+/// parse: a changed tensor value is valid data); whatever parses must hand out every
+/// tensor.
+#[test]
+fn byte_mutations_of_valid_fixtures_never_panic() {
+    let root = dir("fixtures/host_formats");
+    let mut parsed = 0usize;
+    let mut rejected = 0usize;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.to_string_lossy().into_owned();
+        let kind = if name.ends_with(".safetensors") {
+            0
+        } else if name.ends_with(".npy") {
+            1
+        } else if name.ends_with(".npz") {
+            2
+        } else {
+            continue;
+        };
+        let bytes = std::fs::read(&path).unwrap();
+        for at in 0..bytes.len() {
+            for new in [0x00, 0xff, bytes[at] ^ 0x80] {
+                let mut b = bytes.clone();
+                b[at] = new;
+                let result: Result<(), Error> = match kind {
+                    0 => SafeTensors::from_bytes(&b).and_then(|st| {
+                        st.load_all()?.iter().for_each(|(_, t)| drop(t.to_bytes()));
+                        Ok(())
+                    }),
+                    1 => npy::from_bytes(&b).map(|t| drop(t.to_bytes())),
+                    _ => Npz::from_bytes(&b).and_then(|z| {
+                        z.names()
+                            .iter()
+                            .try_for_each(|n| z.get(n).map(|t| drop(t.to_bytes())))
+                    }),
+                };
+                if result.is_ok() {
+                    parsed += 1;
+                } else {
+                    rejected += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        parsed > 0 && rejected > 0,
+        "{parsed} parsed, {rejected} rejected"
+    );
+}
