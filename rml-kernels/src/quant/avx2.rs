@@ -118,7 +118,12 @@ unsafe fn dot_q4_0_rows<const R: usize>(
             }
             let da = _mm_set1_epi16(ab.cast::<u16>().read_unaligned() as i16);
             let d4 = _mm_mul_ps(_mm_cvtph_ps(dv), _mm_cvtph_ps(da));
-            let d8 = _mm256_castps128_ps256(d4);
+            // One row: the same product, computed broadcast (all lanes used).
+            let d8 = if R == 1 {
+                _mm256_mul_ps(f16x8(w.add(18 * i)), f16x8(ab))
+            } else {
+                _mm256_castps128_ps256(d4)
+            };
             for (r, acc) in acc.iter_mut().enumerate() {
                 let q = nibbles(ld128(w.add(r * rb + 18 * i + 2)));
                 let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), e);
@@ -158,6 +163,16 @@ unsafe fn f16_at(p: *const u8) -> f32 {
     // A broadcast, not `cvtsi32_si128`: LLVM lowers the latter to a `vpinsrw` into
     // whatever register is free, which can chain every block onto an accumulator.
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(bits as i16)))
+}
+
+/// The f16 at `p` converted and broadcast to 8 lanes. Every lane is used, so LLVM
+/// keeps the `vpbroadcastw` load instead of inserting into a live register.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16x8(p: *const u8) -> __m256 {
+    // SAFETY: the caller guarantees 2 readable bytes at `p`.
+    let bits = unsafe { p.cast::<u16>().read_unaligned() };
+    _mm256_cvtph_ps(_mm_set1_epi16(bits as i16))
 }
 
 /// Reads the little-endian f32 at `p`.
@@ -259,8 +274,8 @@ unsafe fn dot_q8_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
             let (w1, a1) = (w0.add(34), a0.add(34));
             let p0 = mul_sum_ss8(ld256(w0.add(2)), ld256(a0.add(2)));
             let p1 = mul_sum_ss8(ld256(w1.add(2)), ld256(a1.add(2)));
-            let d0 = _mm256_set1_ps(f16_at(w0) * f16_at(a0));
-            let d1 = _mm256_set1_ps(f16_at(w1) * f16_at(a1));
+            let d0 = _mm256_mul_ps(f16x8(w0), f16x8(a0));
+            let d1 = _mm256_mul_ps(f16x8(w1), f16x8(a1));
             acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
             acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
             i += 2;
@@ -268,7 +283,7 @@ unsafe fn dot_q8_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
         if i < nb {
             let (w0, a0) = (w.add(34 * i), a.add(34 * i));
             let p0 = mul_sum_ss8(ld256(w0.add(2)), ld256(a0.add(2)));
-            let d0 = _mm256_set1_ps(f16_at(w0) * f16_at(a0));
+            let d0 = _mm256_mul_ps(f16x8(w0), f16x8(a0));
             acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
         }
     }
@@ -279,18 +294,18 @@ unsafe fn dot_q8_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_1(w: *const u8, a: *const u8, nb: usize) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut summ = 0.0f32;
+    let mut summ = _mm256_setzero_ps();
     // SAFETY: `nb` blocks of 20 bytes at `w` and of 36 at `a`.
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(20 * i), a.add(36 * i));
             let q = nibbles(ld128(wb.add(4)));
             let p = _mm256_cvtepi32_ps(mul_sum_us8(q, ld256(ab.add(Q8_1_QS))));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(wb) * f16_at(ab)), p, acc);
-            summ += f16_at(wb.add(2)) * f16_at(ab.add(Q8_1_S));
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(f16x8(wb), f16x8(ab)), p, acc);
+            summ = _mm256_fmadd_ps(f16x8(wb.add(2)), f16x8(ab.add(Q8_1_S)), summ);
         }
     }
-    hsum_ps(acc) + summ
+    hsum_ps(acc) + _mm256_cvtss_f32(summ)
 }
 
 /// Q5_0 · Q8_0 over `nb` blocks.
@@ -306,7 +321,7 @@ unsafe fn dot_q5_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
             let hi = _mm256_andnot_si256(bits_to_bytes(u32_at(wb.add(2))), f0);
             let q = _mm256_or_si256(nibbles(ld128(wb.add(6))), hi);
             let p = _mm256_cvtepi32_ps(mul_sum_ss8(q, ld256(ab.add(Q8_0_QS))));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(wb) * f16_at(ab)), p, acc);
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(f16x8(wb), f16x8(ab)), p, acc);
         }
     }
     hsum_ps(acc)
@@ -316,7 +331,7 @@ unsafe fn dot_q5_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_1(w: *const u8, a: *const u8, nb: usize) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut summ = 0.0f32;
+    let mut summ = _mm256_setzero_ps();
     let x10 = _mm256_set1_epi8(0x10);
     // SAFETY: `nb` blocks of 24 bytes at `w` and of 36 at `a`.
     unsafe {
@@ -325,11 +340,11 @@ unsafe fn dot_q5_1(w: *const u8, a: *const u8, nb: usize) -> f32 {
             let hi = _mm256_and_si256(bits_to_bytes(u32_at(wb.add(4))), x10);
             let q = _mm256_or_si256(nibbles(ld128(wb.add(8))), hi);
             let p = _mm256_cvtepi32_ps(mul_sum_us8(q, ld256(ab.add(Q8_1_QS))));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(wb) * f16_at(ab)), p, acc);
-            summ += f16_at(wb.add(2)) * f16_at(ab.add(Q8_1_S));
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(f16x8(wb), f16x8(ab)), p, acc);
+            summ = _mm256_fmadd_ps(f16x8(wb.add(2)), f16x8(ab.add(Q8_1_S)), summ);
         }
     }
-    hsum_ps(acc) + summ
+    hsum_ps(acc) + _mm256_cvtss_f32(summ)
 }
 
 // ---------------------------------------------------------------------------------
@@ -360,15 +375,15 @@ unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(144 * i), a.add(292 * i));
-            let yd = f32_at(ab);
-            let d = yd * f16_at(wb);
-            let dmin = yd * f16_at(wb.add(2));
+            let yd = _mm256_set1_ps(f32_at(ab));
+            let d = _mm256_mul_ps(yd, f16x8(wb));
+            let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
             let u = k4_scales_mins(wb.add(4));
             let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
             // mins: Σ_j m_j · (bsum_2j + bsum_2j+1), with m_j spread over lane pairs.
             let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
             let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
-            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+            acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
             let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
             let mut sumi = _mm256_setzero_si256();
             for c in 0..4 {
@@ -389,7 +404,7 @@ unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc) - hsum_ps(acc_m)
@@ -405,14 +420,14 @@ unsafe fn dot_q5_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(176 * i), a.add(292 * i));
-            let yd = f32_at(ab);
-            let d = yd * f16_at(wb);
-            let dmin = yd * f16_at(wb.add(2));
+            let yd = _mm256_set1_ps(f32_at(ab));
+            let d = _mm256_mul_ps(yd, f16x8(wb));
+            let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
             let u = k4_scales_mins(wb.add(4));
             let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
             let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
             let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
-            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+            acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
             let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
             let mut hb = ld256(wb.add(16));
             let mut sumi = _mm256_setzero_si256();
@@ -441,7 +456,7 @@ unsafe fn dot_q5_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc) - hsum_ps(acc_m)
@@ -457,7 +472,7 @@ unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(210 * i), a.add(292 * i));
-            let d = f32_at(ab) * f16_at(wb.add(208));
+            let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(208)));
             let sc = ld128(wb.add(192));
             // Σ_j sc_j · 32 · bsum_j: the −32 offset of every quant, applied once.
             let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), _mm256_cvtepi8_epi16(sc));
@@ -492,7 +507,7 @@ unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 }
             }
             sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(off));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc)
@@ -508,14 +523,14 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(84 * i), a.add(292 * i));
-            let yd = f32_at(ab);
-            let d = yd * f16_at(wb.add(80));
-            let dmin = yd * f16_at(wb.add(82));
+            let yd = _mm256_set1_ps(f32_at(ab));
+            let d = _mm256_mul_ps(yd, f16x8(wb.add(80)));
+            let dmin = _mm256_mul_ps(yd, f16x8(wb.add(82)));
             let raw = ld128(wb);
             let sc = _mm_and_si128(raw, m4);
             let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(raw), m4));
             let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
-            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+            acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
             let mut sumi = _mm256_setzero_si256();
             for n in 0..2 {
                 let q = ld256(wb.add(16 + 32 * n));
@@ -534,7 +549,7 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                     );
                 }
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc) - hsum_ps(acc_m)
@@ -550,7 +565,7 @@ unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(110 * i), a.add(292 * i));
-            let d = f32_at(ab) * f16_at(wb.add(108));
+            let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(108)));
             let mut packed = [0u8; 12];
             core::ptr::copy_nonoverlapping(wb.add(96), packed.as_mut_ptr(), 12);
             let mut s = [0i8; 16];
@@ -582,7 +597,7 @@ unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                     );
                 }
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc)
@@ -788,7 +803,7 @@ pub(super) fn dequantize(dtype: DType, src: &[u8], dst: &mut [f32]) -> bool {
             match dtype {
                 DType::Q4_0 => dequant_q4_0(b.as_ptr(), y.as_mut_ptr()),
                 DType::Q8_0 => {
-                    let d = _mm256_set1_ps(f16_at(b.as_ptr()));
+                    let d = f16x8(b.as_ptr());
                     store_scaled(ld256(b.as_ptr().add(2)), d, y.as_mut_ptr());
                 }
                 DType::Q4K => dequant_q4_k(b.as_ptr(), y.as_mut_ptr()),
@@ -803,7 +818,7 @@ pub(super) fn dequantize(dtype: DType, src: &[u8], dst: &mut [f32]) -> bool {
 unsafe fn dequant_q4_0(b: *const u8, y: *mut f32) {
     // SAFETY: one 18-byte block at `b`, 32 floats at `y`.
     unsafe {
-        let d = _mm256_set1_ps(f16_at(b));
+        let d = f16x8(b);
         let q = _mm256_sub_epi8(nibbles(ld128(b.add(2))), _mm256_set1_epi8(8));
         store_scaled(q, d, y);
     }
