@@ -13,7 +13,6 @@
 use core::arch::x86_64::*;
 
 use rml_core::DType;
-use rml_core::quant::kquants::scale_q3k;
 
 use super::block_bytes;
 use crate::isa::Isa;
@@ -566,13 +565,19 @@ unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
         for i in 0..nb {
             let (wb, ab) = (w.add(110 * i), a.add(292 * i));
             let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(108)));
-            let mut packed = [0u8; 12];
-            core::ptr::copy_nonoverlapping(wb.add(96), packed.as_mut_ptr(), 12);
-            let mut s = [0i8; 16];
-            for (j, v) in s.iter_mut().enumerate() {
-                *v = scale_q3k(j, &packed);
-            }
-            let sc = ld128(s.as_ptr().cast());
+            // The 16 6-bit scales: low nibbles from bytes 0..8, high 2 bits from 8..12.
+            const K1: u32 = 0x0303_0303;
+            const K2: u32 = 0x0f0f_0f0f;
+            let (u0, u1, u2) = (u32_at(wb.add(96)), u32_at(wb.add(100)), u32_at(wb.add(104)));
+            let sc = _mm_sub_epi8(
+                _mm_set_epi32(
+                    (((u1 >> 4) & K2) | (((u2 >> 6) & K1) << 4)) as i32,
+                    (((u0 >> 4) & K2) | (((u2 >> 4) & K1) << 4)) as i32,
+                    ((u1 & K2) | (((u2 >> 2) & K1) << 4)) as i32,
+                    ((u0 & K2) | ((u2 & K1) << 4)) as i32,
+                ),
+                _mm_set1_epi8(32),
+            );
             let hm = ld256(wb);
             let mut sumi = _mm256_setzero_si256();
             for n in 0..2 {
