@@ -84,7 +84,7 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cache
 
 /// Q4_0 · Q8_0 for `R` (1..=4) rows `rb` bytes apart, sharing each activation block:
 /// Σ(q − 8)·y is computed as `maddubs(q, y) − maddubs(8, y)` (the second shared by
-/// all rows), and the `R` row scales are converted with one `cvtph2ps`.
+/// all rows); scales are converted broadcast (see [`f16x8`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_0_rows<const R: usize>(
     w: *const u8,
@@ -95,39 +95,19 @@ unsafe fn dot_q4_0_rows<const R: usize>(
     let mut acc = [_mm256_setzero_ps(); R];
     let eight = _mm256_set1_epi8(8);
     let ones = _mm256_set1_epi16(1);
-    let lane: [__m256i; 4] = core::array::from_fn(|r| _mm256_set1_epi32(r as i32));
     // SAFETY: the caller guarantees R rows of `nb` 18-byte blocks, `rb` bytes apart,
     // at `w`, and `nb` 34-byte blocks at `a`.
     unsafe {
-        let rd = |r: usize, i: usize| w.add(r * rb + 18 * i).cast::<u16>().read_unaligned() as i16;
         for i in 0..nb {
             let ab = a.add(34 * i);
             let y = ld256(ab.add(Q8_0_QS));
             let e = _mm256_maddubs_epi16(eight, y);
-            // Row scales in lanes 0..R (a broadcast base avoids a false dependency).
-            let mut dv = _mm_set1_epi16(rd(0, i));
-            if R > 1 {
-                dv = _mm_insert_epi16::<1>(dv, i32::from(rd(1, i)));
-            }
-            if R > 2 {
-                dv = _mm_insert_epi16::<2>(dv, i32::from(rd(2, i)));
-            }
-            if R > 3 {
-                dv = _mm_insert_epi16::<3>(dv, i32::from(rd(3, i)));
-            }
-            let da = _mm_set1_epi16(ab.cast::<u16>().read_unaligned() as i16);
-            let d4 = _mm_mul_ps(_mm_cvtph_ps(dv), _mm_cvtph_ps(da));
-            // One row: the same product, computed broadcast (all lanes used).
-            let d8 = if R == 1 {
-                _mm256_mul_ps(f16x8(w.add(18 * i)), f16x8(ab))
-            } else {
-                _mm256_castps128_ps256(d4)
-            };
+            let da = f16x8(ab);
             for (r, acc) in acc.iter_mut().enumerate() {
                 let q = nibbles(ld128(w.add(r * rb + 18 * i + 2)));
                 let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), e);
                 let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                *acc = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(d8, lane[r]), s, *acc);
+                *acc = _mm256_fmadd_ps(_mm256_mul_ps(f16x8(w.add(r * rb + 18 * i)), da), s, *acc);
             }
         }
     }
