@@ -13,7 +13,6 @@
 use core::arch::x86_64::*;
 
 use rml_core::DType;
-use rml_core::quant::kquants::scale_q3k;
 
 use super::block_bytes;
 use crate::isa::Isa;
@@ -28,8 +27,11 @@ const Q8K_BSUMS: usize = 260;
 type RowKernel = unsafe fn(*const u8, *const u8, usize) -> f32;
 
 /// `out[i]` = row `i` of `w` · `a`. Returns false (and does nothing) when AVX2 is not
-/// available, the type has no kernel here, or the lengths are inconsistent.
-pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32]) -> bool {
+/// available, the type has no kernel here, or the lengths are inconsistent. `cached`
+/// says the rows are hot in cache (a GEMM tile): Q4_0 then runs four rows per pass,
+/// which pays off when compute-bound but not when streaming from DRAM. Both produce
+/// the same bits.
+pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cached: bool) -> bool {
     if !Isa::Avx2.is_supported() || out.is_empty() {
         return out.is_empty();
     }
@@ -52,12 +54,64 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32]) -> bo
     if a.len() != nb * ba || w.len() != out.len() * rb {
         return false;
     }
+    if weight == DType::Q4_0 && cached {
+        // Four rows share each activation block; a remainder runs the same code with
+        // fewer rows, so every row's result is independent of the grouping. (Streaming
+        // from DRAM, four interleaved row streams measured ~2× slower than one.)
+        let mut chunks = out.chunks_exact_mut(4);
+        let mut r = 0;
+        for o in &mut chunks {
+            // SAFETY: AVX2 present; rows r..r+4 lie inside `w` (w.len() == n·rb).
+            o.copy_from_slice(&unsafe {
+                dot_q4_0_rows::<4>(w.as_ptr().add(r * rb), rb, a.as_ptr(), nb)
+            });
+            r += 4;
+        }
+        for o in chunks.into_remainder() {
+            // SAFETY: as above, for the single row r < n.
+            *o = unsafe { dot_q4_0_rows::<1>(w.as_ptr().add(r * rb), rb, a.as_ptr(), nb) }[0];
+            r += 1;
+        }
+        return true;
+    }
     for (i, o) in out.iter_mut().enumerate() {
         // SAFETY: AVX2/FMA/F16C are present (checked above); row i is the `nb` blocks
         // of `bw` bytes at `w[i*rb..(i+1)*rb]`, and `a` holds `nb` blocks of `ba` bytes.
         *o = unsafe { kernel(w.as_ptr().add(i * rb), a.as_ptr(), nb) };
     }
     true
+}
+
+/// Q4_0 · Q8_0 for `R` (1..=4) rows `rb` bytes apart, sharing each activation block:
+/// Σ(q − 8)·y is computed as `maddubs(q, y) − maddubs(8, y)` (the second shared by
+/// all rows); scales are converted broadcast (see [`f16x8`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4_0_rows<const R: usize>(
+    w: *const u8,
+    rb: usize,
+    a: *const u8,
+    nb: usize,
+) -> [f32; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
+    let eight = _mm256_set1_epi8(8);
+    let ones = _mm256_set1_epi16(1);
+    // SAFETY: the caller guarantees R rows of `nb` 18-byte blocks, `rb` bytes apart,
+    // at `w`, and `nb` 34-byte blocks at `a`.
+    unsafe {
+        for i in 0..nb {
+            let ab = a.add(34 * i);
+            let y = ld256(ab.add(Q8_0_QS));
+            let e = _mm256_maddubs_epi16(eight, y);
+            let da = f16x8(ab);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let q = nibbles(ld128(w.add(r * rb + 18 * i + 2)));
+                let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), e);
+                let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+                *acc = _mm256_fmadd_ps(_mm256_mul_ps(f16x8(w.add(r * rb + 18 * i)), da), s, *acc);
+            }
+        }
+    }
+    acc.map(|v| hsum_ps(v))
 }
 
 // ---------------------------------------------------------------------------------
@@ -85,7 +139,19 @@ unsafe fn ld128(p: *const u8) -> __m128i {
 unsafe fn f16_at(p: *const u8) -> f32 {
     // SAFETY: the caller guarantees 2 readable bytes at `p`.
     let bits = unsafe { p.cast::<u16>().read_unaligned() };
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+    // A broadcast, not `cvtsi32_si128`: LLVM lowers the latter to a `vpinsrw` into
+    // whatever register is free, which can chain every block onto an accumulator.
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(bits as i16)))
+}
+
+/// The f16 at `p` converted and broadcast to 8 lanes. Every lane is used, so LLVM
+/// keeps the `vpbroadcastw` load instead of inserting into a live register.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16x8(p: *const u8) -> __m256 {
+    // SAFETY: the caller guarantees 2 readable bytes at `p`.
+    let bits = unsafe { p.cast::<u16>().read_unaligned() };
+    _mm256_cvtph_ps(_mm_set1_epi16(bits as i16))
 }
 
 /// Reads the little-endian f32 at `p`.
@@ -168,34 +234,11 @@ fn scale_pair(sc: __m128i, s: usize) -> __m256i {
 // ---------------------------------------------------------------------------------
 // 32-element weight types × Q8_0 / Q8_1
 
-/// Q4_0 · Q8_0 over `nb` blocks.
+/// Q4_0 · Q8_0 over `nb` blocks of one row (the one-row case of [`dot_q4_0_rows`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let eight = _mm256_set1_epi8(8);
-    let mut i = 0;
-    // SAFETY: the caller guarantees `nb` blocks of 18 bytes at `w` and of 34 at `a`;
-    // every offset below stays inside block `i` or `i + 1 < nb`.
-    unsafe {
-        while i + 2 <= nb {
-            let (w0, a0) = (w.add(18 * i), a.add(34 * i));
-            let (w1, a1) = (w0.add(18), a0.add(34));
-            let q0 = _mm256_sub_epi8(nibbles(ld128(w0.add(2))), eight);
-            let q1 = _mm256_sub_epi8(nibbles(ld128(w1.add(2))), eight);
-            let p0 = _mm256_cvtepi32_ps(mul_sum_ss8(q0, ld256(a0.add(Q8_0_QS))));
-            let p1 = _mm256_cvtepi32_ps(mul_sum_ss8(q1, ld256(a1.add(Q8_0_QS))));
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(w0) * f16_at(a0)), p0, acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(w1) * f16_at(a1)), p1, acc1);
-            i += 2;
-        }
-        if i < nb {
-            let (w0, a0) = (w.add(18 * i), a.add(34 * i));
-            let q0 = _mm256_sub_epi8(nibbles(ld128(w0.add(2))), eight);
-            let p0 = _mm256_cvtepi32_ps(mul_sum_ss8(q0, ld256(a0.add(Q8_0_QS))));
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(w0) * f16_at(a0)), p0, acc0);
-        }
-    }
-    hsum_ps(_mm256_add_ps(acc0, acc1))
+    // SAFETY: forwarded from the caller: one row of `nb` blocks at `w`, `nb` at `a`.
+    unsafe { dot_q4_0_rows::<1>(w, 0, a, nb)[0] }
 }
 
 /// Q8_0 · Q8_0 over `nb` blocks.
@@ -210,8 +253,8 @@ unsafe fn dot_q8_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
             let (w1, a1) = (w0.add(34), a0.add(34));
             let p0 = mul_sum_ss8(ld256(w0.add(2)), ld256(a0.add(2)));
             let p1 = mul_sum_ss8(ld256(w1.add(2)), ld256(a1.add(2)));
-            let d0 = _mm256_set1_ps(f16_at(w0) * f16_at(a0));
-            let d1 = _mm256_set1_ps(f16_at(w1) * f16_at(a1));
+            let d0 = _mm256_mul_ps(f16x8(w0), f16x8(a0));
+            let d1 = _mm256_mul_ps(f16x8(w1), f16x8(a1));
             acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
             acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
             i += 2;
@@ -219,7 +262,7 @@ unsafe fn dot_q8_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
         if i < nb {
             let (w0, a0) = (w.add(34 * i), a.add(34 * i));
             let p0 = mul_sum_ss8(ld256(w0.add(2)), ld256(a0.add(2)));
-            let d0 = _mm256_set1_ps(f16_at(w0) * f16_at(a0));
+            let d0 = _mm256_mul_ps(f16x8(w0), f16x8(a0));
             acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
         }
     }
@@ -230,18 +273,18 @@ unsafe fn dot_q8_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_1(w: *const u8, a: *const u8, nb: usize) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut summ = 0.0f32;
+    let mut summ = _mm256_setzero_ps();
     // SAFETY: `nb` blocks of 20 bytes at `w` and of 36 at `a`.
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(20 * i), a.add(36 * i));
             let q = nibbles(ld128(wb.add(4)));
             let p = _mm256_cvtepi32_ps(mul_sum_us8(q, ld256(ab.add(Q8_1_QS))));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(wb) * f16_at(ab)), p, acc);
-            summ += f16_at(wb.add(2)) * f16_at(ab.add(Q8_1_S));
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(f16x8(wb), f16x8(ab)), p, acc);
+            summ = _mm256_fmadd_ps(f16x8(wb.add(2)), f16x8(ab.add(Q8_1_S)), summ);
         }
     }
-    hsum_ps(acc) + summ
+    hsum_ps(acc) + _mm256_cvtss_f32(summ)
 }
 
 /// Q5_0 · Q8_0 over `nb` blocks.
@@ -257,7 +300,7 @@ unsafe fn dot_q5_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
             let hi = _mm256_andnot_si256(bits_to_bytes(u32_at(wb.add(2))), f0);
             let q = _mm256_or_si256(nibbles(ld128(wb.add(6))), hi);
             let p = _mm256_cvtepi32_ps(mul_sum_ss8(q, ld256(ab.add(Q8_0_QS))));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(wb) * f16_at(ab)), p, acc);
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(f16x8(wb), f16x8(ab)), p, acc);
         }
     }
     hsum_ps(acc)
@@ -267,7 +310,7 @@ unsafe fn dot_q5_0(w: *const u8, a: *const u8, nb: usize) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_1(w: *const u8, a: *const u8, nb: usize) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut summ = 0.0f32;
+    let mut summ = _mm256_setzero_ps();
     let x10 = _mm256_set1_epi8(0x10);
     // SAFETY: `nb` blocks of 24 bytes at `w` and of 36 at `a`.
     unsafe {
@@ -276,11 +319,11 @@ unsafe fn dot_q5_1(w: *const u8, a: *const u8, nb: usize) -> f32 {
             let hi = _mm256_and_si256(bits_to_bytes(u32_at(wb.add(4))), x10);
             let q = _mm256_or_si256(nibbles(ld128(wb.add(8))), hi);
             let p = _mm256_cvtepi32_ps(mul_sum_us8(q, ld256(ab.add(Q8_1_QS))));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(wb) * f16_at(ab)), p, acc);
-            summ += f16_at(wb.add(2)) * f16_at(ab.add(Q8_1_S));
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(f16x8(wb), f16x8(ab)), p, acc);
+            summ = _mm256_fmadd_ps(f16x8(wb.add(2)), f16x8(ab.add(Q8_1_S)), summ);
         }
     }
-    hsum_ps(acc) + summ
+    hsum_ps(acc) + _mm256_cvtss_f32(summ)
 }
 
 // ---------------------------------------------------------------------------------
@@ -311,15 +354,15 @@ unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(144 * i), a.add(292 * i));
-            let yd = f32_at(ab);
-            let d = yd * f16_at(wb);
-            let dmin = yd * f16_at(wb.add(2));
+            let yd = _mm256_set1_ps(f32_at(ab));
+            let d = _mm256_mul_ps(yd, f16x8(wb));
+            let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
             let u = k4_scales_mins(wb.add(4));
             let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
             // mins: Σ_j m_j · (bsum_2j + bsum_2j+1), with m_j spread over lane pairs.
             let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
             let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
-            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+            acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
             let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
             let mut sumi = _mm256_setzero_si256();
             for c in 0..4 {
@@ -340,7 +383,7 @@ unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc) - hsum_ps(acc_m)
@@ -356,14 +399,14 @@ unsafe fn dot_q5_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(176 * i), a.add(292 * i));
-            let yd = f32_at(ab);
-            let d = yd * f16_at(wb);
-            let dmin = yd * f16_at(wb.add(2));
+            let yd = _mm256_set1_ps(f32_at(ab));
+            let d = _mm256_mul_ps(yd, f16x8(wb));
+            let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
             let u = k4_scales_mins(wb.add(4));
             let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
             let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
             let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
-            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+            acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
             let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
             let mut hb = ld256(wb.add(16));
             let mut sumi = _mm256_setzero_si256();
@@ -392,7 +435,7 @@ unsafe fn dot_q5_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc) - hsum_ps(acc_m)
@@ -408,7 +451,7 @@ unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(210 * i), a.add(292 * i));
-            let d = f32_at(ab) * f16_at(wb.add(208));
+            let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(208)));
             let sc = ld128(wb.add(192));
             // Σ_j sc_j · 32 · bsum_j: the −32 offset of every quant, applied once.
             let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), _mm256_cvtepi8_epi16(sc));
@@ -443,7 +486,7 @@ unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 }
             }
             sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(off));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc)
@@ -459,14 +502,14 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(84 * i), a.add(292 * i));
-            let yd = f32_at(ab);
-            let d = yd * f16_at(wb.add(80));
-            let dmin = yd * f16_at(wb.add(82));
+            let yd = _mm256_set1_ps(f32_at(ab));
+            let d = _mm256_mul_ps(yd, f16x8(wb.add(80)));
+            let dmin = _mm256_mul_ps(yd, f16x8(wb.add(82)));
             let raw = ld128(wb);
             let sc = _mm_and_si128(raw, m4);
             let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(raw), m4));
             let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
-            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+            acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
             let mut sumi = _mm256_setzero_si256();
             for n in 0..2 {
                 let q = ld256(wb.add(16 + 32 * n));
@@ -485,7 +528,7 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                     );
                 }
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc) - hsum_ps(acc_m)
@@ -501,14 +544,20 @@ unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     unsafe {
         for i in 0..nb {
             let (wb, ab) = (w.add(110 * i), a.add(292 * i));
-            let d = f32_at(ab) * f16_at(wb.add(108));
-            let mut packed = [0u8; 12];
-            core::ptr::copy_nonoverlapping(wb.add(96), packed.as_mut_ptr(), 12);
-            let mut s = [0i8; 16];
-            for (j, v) in s.iter_mut().enumerate() {
-                *v = scale_q3k(j, &packed);
-            }
-            let sc = ld128(s.as_ptr().cast());
+            let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(108)));
+            // The 16 6-bit scales: low nibbles from bytes 0..8, high 2 bits from 8..12.
+            const K1: u32 = 0x0303_0303;
+            const K2: u32 = 0x0f0f_0f0f;
+            let (u0, u1, u2) = (u32_at(wb.add(96)), u32_at(wb.add(100)), u32_at(wb.add(104)));
+            let sc = _mm_sub_epi8(
+                _mm_set_epi32(
+                    (((u1 >> 4) & K2) | (((u2 >> 6) & K1) << 4)) as i32,
+                    (((u0 >> 4) & K2) | (((u2 >> 4) & K1) << 4)) as i32,
+                    ((u1 & K2) | (((u2 >> 2) & K1) << 4)) as i32,
+                    ((u0 & K2) | ((u2 & K1) << 4)) as i32,
+                ),
+                _mm_set1_epi8(32),
+            );
             let hm = ld256(wb);
             let mut sumi = _mm256_setzero_si256();
             for n in 0..2 {
@@ -533,7 +582,7 @@ unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                     );
                 }
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum_ps(acc)
@@ -739,7 +788,7 @@ pub(super) fn dequantize(dtype: DType, src: &[u8], dst: &mut [f32]) -> bool {
             match dtype {
                 DType::Q4_0 => dequant_q4_0(b.as_ptr(), y.as_mut_ptr()),
                 DType::Q8_0 => {
-                    let d = _mm256_set1_ps(f16_at(b.as_ptr()));
+                    let d = f16x8(b.as_ptr());
                     store_scaled(ld256(b.as_ptr().add(2)), d, y.as_mut_ptr());
                 }
                 DType::Q4K => dequant_q4_k(b.as_ptr(), y.as_mut_ptr()),
@@ -754,7 +803,7 @@ pub(super) fn dequantize(dtype: DType, src: &[u8], dst: &mut [f32]) -> bool {
 unsafe fn dequant_q4_0(b: *const u8, y: *mut f32) {
     // SAFETY: one 18-byte block at `b`, 32 floats at `y`.
     unsafe {
-        let d = _mm256_set1_ps(f16_at(b));
+        let d = f16x8(b);
         let q = _mm256_sub_epi8(nibbles(ld128(b.add(2))), _mm256_set1_epi8(8));
         store_scaled(q, d, y);
     }

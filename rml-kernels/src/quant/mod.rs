@@ -99,7 +99,7 @@ pub fn dot(weight: DType, w: &[u8], act: &[u8]) -> Result<f32> {
     let k = w.len() / weight.type_size().max(1) * weight.block_size();
     check_eq(weight.storage_bytes(k)?, w.len())?;
     check_eq(act_t.storage_bytes(k)?, act.len())?;
-    rows_dot(weight, w, act, &mut out)?;
+    rows_dot(weight, w, act, &mut out, false)?;
     Ok(out[0])
 }
 
@@ -122,7 +122,7 @@ pub fn gemv(
     check_eq(row_bytes(act_t, k)?, act.len())?;
     check_eq(rows.len(), out.len())?;
     let w = row_slice(weights, rb, &rows)?;
-    rows_dot(weight, w, act, out)
+    rows_dot(weight, w, act, out, false)
 }
 
 /// The weight bytes of `rows`, checked against the matrix size.
@@ -143,11 +143,13 @@ fn row_slice<'a>(weights: &'a [u8], rb: usize, rows: &Range<usize>) -> Result<&'
 }
 
 /// `out[i] = row i of w · act` for `out.len()` consecutive weight rows in `w`.
-/// Lengths are already consistent.
-fn rows_dot(weight: DType, w: &[u8], act: &[u8], out: &mut [f32]) -> Result<()> {
+/// Lengths are already consistent; `cached` is true for GEMM tiles (rows hot in cache).
+fn rows_dot(weight: DType, w: &[u8], act: &[u8], out: &mut [f32], cached: bool) -> Result<()> {
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = cached;
     let done = match isa::active() {
         #[cfg(target_arch = "x86_64")]
-        isa::Isa::Avx2 => avx2::rows_dot(weight, w, act, out),
+        isa::Isa::Avx2 => avx2::rows_dot(weight, w, act, out, cached),
         #[cfg(target_arch = "aarch64")]
         isa::Isa::Neon => neon::rows_dot(weight, w, act, out),
         _ => false,
@@ -248,7 +250,7 @@ pub fn gemm_quantized(
         let wt = &w[r0 * rb..r1 * rb];
         for i in 0..m {
             let a = &acts[i * arb..(i + 1) * arb];
-            rows_dot(weight, wt, a, &mut out[i * ldo + r0..i * ldo + r1])?;
+            rows_dot(weight, wt, a, &mut out[i * ldo + r0..i * ldo + r1], true)?;
         }
         r0 = r1;
     }
