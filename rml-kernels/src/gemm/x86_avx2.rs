@@ -11,7 +11,7 @@
 
 use core::arch::x86_64::*;
 
-use super::NR;
+use super::{MR, NR};
 use super::tile::TileSpec;
 use crate::isa::Isa;
 
@@ -35,13 +35,18 @@ impl Avx2 {
         // the tile reads (A: `mr` rows × `kc` steps, B: `kc` rows × `nr` columns, the
         // rest masked off) and writes (C: `mr × nr`) lies inside the three slices.
         unsafe {
-            match spec.mr {
-                1 => tile_mr::<1>(spec, a, b, c),
-                2 => tile_mr::<2>(spec, a, b, c),
-                3 => tile_mr::<3>(spec, a, b, c),
-                4 => tile_mr::<4>(spec, a, b, c),
-                5 => tile_mr::<5>(spec, a, b, c),
-                _ => tile_mr::<6>(spec, a, b, c),
+            if spec.mr == MR && spec.rs_a == 1 && spec.cs_a == MR && spec.rs_b == NR {
+                // Both operands packed: constant strides, constant address offsets.
+                tile_mr::<MR, true>(spec, a, b, c)
+            } else {
+                match spec.mr {
+                    1 => tile_mr::<1, false>(spec, a, b, c),
+                    2 => tile_mr::<2, false>(spec, a, b, c),
+                    3 => tile_mr::<3, false>(spec, a, b, c),
+                    4 => tile_mr::<4, false>(spec, a, b, c),
+                    5 => tile_mr::<5, false>(spec, a, b, c),
+                    _ => tile_mr::<6, false>(spec, a, b, c),
+                }
             }
         }
     }
@@ -109,15 +114,25 @@ fn masks(nr: usize) -> (__m256i, __m256i) {
     (_mm256_cmpgt_epi32(n, idx), _mm256_cmpgt_epi32(n8, idx))
 }
 
-/// The `M × 16` micro-kernel.
+/// The `M × 16` micro-kernel. With `PACKED`, the strides are the packed ones
+/// (`rs_a = 1`, `cs_a = M`, `rs_b = 16`) known at compile time.
 ///
 /// # Safety
 /// AVX2+FMA available; `spec` in bounds for `a`, `b`, `c` as checked by
 /// `TileSpec::assert_fits` with `spec.mr == M`.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_mr<const M: usize>(spec: &TileSpec, a: *const f32, b: *const f32, c: *mut f32) {
+unsafe fn tile_mr<const M: usize, const PACKED: bool>(
+    spec: &TileSpec,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+) {
     let mut acc = [[_mm256_setzero_ps(); 2]; M];
-    let (rs_a, cs_a, rs_b) = (spec.rs_a, spec.cs_a, spec.rs_b);
+    let (rs_a, cs_a, rs_b) = if PACKED {
+        (1, M, NR)
+    } else {
+        (spec.rs_a, spec.cs_a, spec.rs_b)
+    };
     let mut pa = a;
     let mut pb = b;
     for i in 0..M {
