@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_main};
 use rml_kernels::gemm::{
     Epilogue, MatMut, MatRef, PackedB, gemm, gemm_packed, gemm_packed_scratch_len,
     gemm_scratch_len, gemv_kn, gemv_nk, pack_b, packed_b_len,
@@ -148,5 +148,9 @@ fn gemv(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, square, shapes, gemv);
-criterion_main!(benches);
+// The macro generates an undocumented `pub fn benches`.
+#[allow(missing_docs)]
+mod group {
+    criterion::criterion_group!(benches, super::square, super::shapes, super::gemv);
+}
+criterion_main!(group::benches);

@@ -11,8 +11,8 @@
 
 use core::arch::x86_64::*;
 
-use super::{MR, NR};
 use super::tile::TileSpec;
+use super::{MR, NR};
 use crate::isa::Isa;
 
 /// Proof that this CPU runs AVX2, FMA and F16C.
