@@ -57,6 +57,11 @@ pub const NC: usize = 3072;
 /// packing B): the small-M / decode path.
 pub const SMALL_M: usize = 8;
 
+/// Above this many bytes of B, a small-M product with row-contiguous B streams B
+/// rows ([`gemv_kn`]) rather than walking 16-column strips down all of K: past the L3
+/// share a strip walk defeats the hardware prefetcher.
+const GEMV_KN_MIN_BYTES: usize = 16 << 20;
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for f32 {}
@@ -272,6 +277,20 @@ pub fn gemm_ex<T: Weight>(
     check_shapes((a.rows, a.cols), (b.rows, b.cols), (c.rows, c.cols))?;
     epi.check(c.rows, c.cols)?;
     check_scratch(gemm_scratch_len(a.rows, b.cols, a.cols), scratch.len())?;
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if (1..=SMALL_M).contains(&m) && k > 1 && n > 1 && a.cs == 1 {
+        // Decode shapes: stream the weight once instead of packing it.
+        if b.rs == 1 {
+            // Weight rows ([N, K] storage seen as a transposed B).
+            return gemv_nk(alpha, a, b.t(), beta, c, epi);
+        }
+        let b_bytes = k
+            .saturating_mul(n)
+            .saturating_mul(core::mem::size_of::<T>());
+        if b.cs == 1 && (m == 1 || b_bytes > GEMV_KN_MIN_BYTES) {
+            return gemv_kn(alpha, a, b, beta, c, epi);
+        }
+    }
     driver::run(
         isa::active(),
         alpha,
