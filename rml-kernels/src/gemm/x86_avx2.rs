@@ -89,7 +89,7 @@ impl Avx2 {
         }
     }
 
-    /// Accumulates `ybuf[i·cw + j] += alpha·Σ_p x[i·rs_x + p]·b[p·rs_b + j]` for
+    /// Accumulates `ybuf[i·rs_y + j] += alpha·Σ_p x[i·rs_x + p]·b[p·rs_b + j]` for
     /// `i < m`, `j < cw`, `p < k` (GEMV with [K, N] weights, one column chunk).
     pub(crate) fn gemv_kn<W: Load8>(
         self,
@@ -378,17 +378,22 @@ unsafe fn kn_chunk_m<W: Load8, const M: usize>(
                         wv[r] = W::load8(br[r].add(j));
                     }
                     for (i, xa_i) in xa.iter().enumerate() {
-                        let yp = yb.add(i * d.cw + j);
-                        let mut acc = _mm256_loadu_ps(yp);
-                        for r in 0..G {
-                            acc = _mm256_fmadd_ps(xa_i[r], wv[r], acc);
+                        let yp = yb.add(i * d.rs_y + j);
+                        // Two FMA chains of four instead of one of eight.
+                        let mut acc0 = _mm256_loadu_ps(yp);
+                        let mut acc1 = _mm256_mul_ps(xa_i[1], wv[1]);
+                        for r in (0..G).step_by(2) {
+                            acc0 = _mm256_fmadd_ps(xa_i[r], wv[r], acc0);
+                            if r > 0 {
+                                acc1 = _mm256_fmadd_ps(xa_i[r + 1], wv[r + 1], acc1);
+                            }
                         }
-                        _mm256_storeu_ps(yp, acc);
+                        _mm256_storeu_ps(yp, _mm256_add_ps(acc0, acc1));
                     }
                 } else {
                     let w0 = W::load8(br[0].add(j));
                     for (i, xa_i) in xa.iter().enumerate() {
-                        let yp = yb.add(i * d.cw + j);
+                        let yp = yb.add(i * d.rs_y + j);
                         _mm256_storeu_ps(yp, _mm256_fmadd_ps(xa_i[0], w0, _mm256_loadu_ps(yp)));
                     }
                 }
@@ -405,7 +410,7 @@ unsafe fn kn_chunk_m<W: Load8, const M: usize>(
                     };
                 }
                 // SAFETY: `i < m`, `jj < cw`.
-                unsafe { *yb.add(i * d.cw + jj) += d.alpha * s };
+                unsafe { *yb.add(i * d.rs_y + jj) += d.alpha * s };
             }
         }
         p += rows;
