@@ -135,27 +135,35 @@ pub(crate) fn pack_b_block<T: Weight>(
     out: &mut [f32],
 ) {
     if b.cs == 1 {
-        // Row-major B: read each row once, front to back (sequential, prefetch
-        // friendly), scattering 16-value pieces into the panels.
+        // Row-major B, in groups of PACK_B_ROWS rows: the group's rows are read front
+        // to back (a few sequential streams) and each panel receives a contiguous
+        // PACK_B_ROWS × NR run. Packing panel by panel instead reads 64 bytes per row
+        // at a large stride, and row by row writes to every panel at a 16 KiB stride;
+        // both alias in L1 (measured: B packing was 20% of a 64×256×256 product).
+        const PACK_B_ROWS: usize = 8;
         let out = &mut out[..nc.div_ceil(NR) * kc * NR];
         let full = nc / NR;
-        for p in 0..kc {
-            let s = (p0 + p) * b.rs + j0;
-            let row = &b.data[s..s + nc];
-            for (t, piece) in row.chunks_exact(NR).enumerate() {
-                let d: &mut [f32; NR] = (&mut out[(t * kc + p) * NR..(t * kc + p + 1) * NR])
-                    .try_into()
-                    .unwrap_or_else(|_| unreachable!());
-                match T::as_f32(piece) {
-                    Some(f) => d.copy_from_slice(f),
-                    None => T::convert(isa, piece, d),
+        let rest = nc - full * NR;
+        for pg in (0..kc).step_by(PACK_B_ROWS) {
+            let rows = PACK_B_ROWS.min(kc - pg);
+            for t in 0..full {
+                for p in pg..pg + rows {
+                    let s = (p0 + p) * b.rs + j0 + t * NR;
+                    let piece = &b.data[s..s + NR];
+                    let d = &mut out[(t * kc + p) * NR..(t * kc + p + 1) * NR];
+                    match T::as_f32(piece) {
+                        Some(f) => d.copy_from_slice(f),
+                        None => T::convert(isa, piece, d),
+                    }
                 }
             }
-            let rest = nc - full * NR;
             if rest > 0 {
-                let d = &mut out[(full * kc + p) * NR..(full * kc + p + 1) * NR];
-                T::convert(isa, &row[full * NR..], &mut d[..rest]);
-                d[rest..].fill(0.0);
+                for p in pg..pg + rows {
+                    let s = (p0 + p) * b.rs + j0 + full * NR;
+                    let d = &mut out[(full * kc + p) * NR..(full * kc + p + 1) * NR];
+                    T::convert(isa, &b.data[s..s + rest], &mut d[..rest]);
+                    d[rest..].fill(0.0);
+                }
             }
         }
         return;
