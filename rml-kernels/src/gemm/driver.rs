@@ -6,7 +6,7 @@ use super::epilogue::Epilogue;
 use super::mat::{MatMut, MatRef};
 use super::pack::{pack_a, pack_b_block};
 use super::tile::{TileSpec, tile_scalar};
-use super::{KC, MC, MR, NC, NR, PackedB, SMALL_M, Weight};
+use super::{ALIGN_F32, KC, MC, MR, NC, NR, PackedB, SMALL_M, Weight};
 use crate::isa::Isa;
 
 /// Largest row-major A (in bytes) read in place by the micro-kernels.
@@ -108,8 +108,15 @@ pub(crate) fn run<T: Weight>(
     let a_len = if direct_a {
         0
     } else {
-        m.min(MC).div_ceil(MR) * MR * k.min(KC)
+        super::packed_a_len(m, k)
     };
+    // Start the packed blocks on a 64-byte boundary: with the caller's 4-byte (or
+    // 16-byte) aligned scratch, half of the kernel's 32-byte B loads would straddle
+    // cache lines. `*_scratch_len` include the slack.
+    let skip = scratch.as_ptr().align_offset(64);
+    let skip = if skip < ALIGN_F32 { skip } else { 0 };
+    let start = skip.min(scratch.len());
+    let scratch = &mut scratch[start..];
     let (sa, sb) = scratch.split_at_mut(a_len);
     let fuse = !epi.is_identity();
 

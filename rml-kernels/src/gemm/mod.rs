@@ -228,12 +228,21 @@ pub fn gemm_scratch_len(m: usize, n: usize, k: usize) -> usize {
     gemm_packed_scratch_len(m, k) + n.min(NC).div_ceil(NR) * NR * k.min(KC)
 }
 
-/// Scratch (in f32) that [`gemm_packed`] needs: one packed A block.
+/// Scratch (in f32) that [`gemm_packed`] needs: one packed A block (plus slack to
+/// align it to 64 bytes).
 pub fn gemm_packed_scratch_len(m: usize, k: usize) -> usize {
     if m == 0 || k == 0 {
         return 0;
     }
-    m.min(MC).div_ceil(MR) * MR * k.min(KC)
+    packed_a_len(m, k) + ALIGN_F32
+}
+
+/// Packing alignment of the scratch blocks, in f32 (64 bytes, one cache line).
+pub(crate) const ALIGN_F32: usize = 16;
+
+/// Length of one packed A block, rounded up so the B block after it stays aligned.
+pub(crate) fn packed_a_len(m: usize, k: usize) -> usize {
+    (m.min(MC).div_ceil(MR) * MR * k.min(KC)).next_multiple_of(ALIGN_F32)
 }
 
 fn check_shapes(a: (usize, usize), b: (usize, usize), c: (usize, usize)) -> Result<()> {
