@@ -461,12 +461,15 @@ impl<'a, T: Copy> TensorViewMut<'a, T> {
     /// longer than 1) are rejected since writes would alias.
     pub fn with_layout(data: &'a mut [T], layout: Layout) -> Result<Self> {
         layout.check_fits(data.len())?;
-        let aliases = layout
-            .shape
-            .dims()
-            .iter()
-            .zip(layout.strides.steps())
-            .any(|(&d, &s)| d > 1 && s == 0);
+        // A view with no elements cannot alias (and a dense layout with a zero-size
+        // axis legitimately has stride 0 on the axes before it).
+        let aliases = layout.shape.numel() > 0
+            && layout
+                .shape
+                .dims()
+                .iter()
+                .zip(layout.strides.steps())
+                .any(|(&d, &s)| d > 1 && s == 0);
         if aliases {
             return Err(Error::InvalidArgument("a mutable view cannot broadcast"));
         }
@@ -687,5 +690,14 @@ mod tests {
             .broadcast_to(&s(&[2, 3]))
             .unwrap();
         assert!(TensorViewMut::with_layout(&mut data, layout).is_err());
+    }
+
+    #[test]
+    fn zero_size_mutable_views_are_allowed() {
+        // The dense strides of [2, 0] are [0, 1]: stride 0 on a size-2 axis, but
+        // there is nothing to alias.
+        let mut empty: [f32; 0] = [];
+        let v = TensorViewMut::new(&mut empty, s(&[2, 0])).unwrap();
+        assert_eq!(v.layout().offsets().count(), 0);
     }
 }

@@ -5,6 +5,9 @@
 //! slices. These are the truth the fast kernels in `rml-kernels` are tested
 //! against: clarity wins over speed here.
 
+// Shared iteration helpers first: every op module below builds on them.
+pub mod walk;
+
 pub mod binary;
 pub mod cast;
 pub mod compare;
