@@ -189,7 +189,7 @@ fn reference(
                 tol += eps * v.abs();
             }
             if let Some(r) = &epi.residual {
-                v += r.at(i, j) as f64;
+                v += r.get(i, j).unwrap() as f64;
                 tol += eps * v.abs();
             }
             let act = epi.activation;
