@@ -85,7 +85,7 @@ impl Neon {
             let br = &b[p * d.rs_b..p * d.rs_b + d.cw];
             for i in 0..d.m {
                 let a = d.alpha * x[i * d.rs_x + p];
-                let yr = &mut ybuf[i * d.cw..(i + 1) * d.cw];
+                let yr = &mut ybuf[i * d.rs_y..i * d.rs_y + d.cw];
                 // SAFETY: NEON proven; columns `j..j+4 ≤ cw4 ≤ cw` of both rows.
                 unsafe {
                     let mut j = 0;

@@ -6,8 +6,11 @@ use super::epilogue::Epilogue;
 use super::mat::{MatMut, MatRef};
 use super::pack::{pack_a, pack_b_block};
 use super::tile::{TileSpec, tile_scalar};
-use super::{KC, MC, MR, NC, NR, PackedB, SMALL_M, Weight};
+use super::{ALIGN_F32, KC, MC, MR, NC, NR, PackedB, SMALL_M, Weight};
 use crate::isa::Isa;
+
+/// Largest row-major A (in bytes) read in place by the micro-kernels.
+const DIRECT_A_MAX_BYTES: usize = 16 << 10;
 
 /// Where B comes from.
 pub(crate) enum BSrc<'a, T> {
@@ -87,11 +90,13 @@ pub(crate) fn run<T: Weight>(
         return scale_only(beta, &mut c, epi);
     }
     let kern = Kernel::new(isa);
-    let direct_a = m <= SMALL_M;
+    // A small enough to stay in L1 is read in place (packing it would cost as much
+    // as the product); a large A is packed so the kernel streams it from L2.
+    let direct_a = m <= SMALL_M || (a.cs == 1 && m * k * 4 <= DIRECT_A_MAX_BYTES);
     // Small M reads a row-contiguous f32 B in place: each B element is used by
     // at most two row tiles, so packing it would cost more than it saves.
     let direct_b: Option<(&[f32], usize)> = match &b {
-        BSrc::Plain(bm) if direct_a && bm.cs == 1 => T::as_f32(bm.data).map(|d| (d, bm.rs)),
+        BSrc::Plain(bm) if m <= SMALL_M && bm.cs == 1 => T::as_f32(bm.data).map(|d| (d, bm.rs)),
         _ => None,
     };
     // Balanced row tiles on the direct path (8 rows = 4 + 4).
@@ -103,8 +108,15 @@ pub(crate) fn run<T: Weight>(
     let a_len = if direct_a {
         0
     } else {
-        m.min(MC).div_ceil(MR) * MR * k.min(KC)
+        super::packed_a_len(m, k)
     };
+    // Start the packed blocks on a 64-byte boundary: with the caller's 4-byte (or
+    // 16-byte) aligned scratch, half of the kernel's 32-byte B loads would straddle
+    // cache lines. `*_scratch_len` include the slack.
+    let skip = scratch.as_ptr().align_offset(64);
+    let skip = if skip < ALIGN_F32 { skip } else { 0 };
+    let start = skip.min(scratch.len());
+    let scratch = &mut scratch[start..];
     let (sa, sb) = scratch.split_at_mut(a_len);
     let fuse = !epi.is_identity();
 

@@ -57,6 +57,8 @@ pub(crate) struct KnSpec {
     pub cw: usize,
     pub rs_x: usize,
     pub rs_b: usize,
+    /// Step between the rows of the y buffer.
+    pub rs_y: usize,
     pub alpha: f32,
 }
 
@@ -72,7 +74,11 @@ impl KnSpec {
             (self.k - 1) * self.rs_b + self.cw <= b,
             "gemv b out of bounds"
         );
-        assert!(self.m * self.cw <= ybuf, "gemv y buffer out of bounds");
+        assert!(self.rs_y >= self.cw, "gemv y rows overlap");
+        assert!(
+            (self.m - 1) * self.rs_y + self.cw <= ybuf,
+            "gemv y buffer out of bounds"
+        );
     }
 }
 
@@ -99,7 +105,7 @@ fn kn_scalar<T: Weight>(d: &KnSpec, x: &[f32], b: &[T], ybuf: &mut [f32]) {
         let br = &b[p * d.rs_b..p * d.rs_b + d.cw];
         for i in 0..d.m {
             let a = d.alpha * x[i * d.rs_x + p];
-            for (yv, bv) in ybuf[i * d.cw..(i + 1) * d.cw].iter_mut().zip(br) {
+            for (yv, bv) in ybuf[i * d.rs_y..i * d.rs_y + d.cw].iter_mut().zip(br) {
                 *yv += a * bv.to_f32();
             }
         }
@@ -238,7 +244,41 @@ pub fn gemv_kn<T: Weight>(
         return Ok(());
     }
     let kern = Kernel::new(isa::active());
-    // y chunk accumulated on the stack: 8 KiB, L1-resident while B rows stream by.
+    if y.cs == 1 || n == 1 {
+        // Row-contiguous y: accumulate in place over whole B rows (the longest
+        // sequential runs, which the prefetchers like best).
+        for i0 in (0..m).step_by(SMALL_M) {
+            let mg = SMALL_M.min(m - i0);
+            for i in i0..i0 + mg {
+                let row = &mut y.data[i * y.rs..i * y.rs + n];
+                if beta == 0.0 {
+                    row.fill(0.0);
+                } else {
+                    row.iter_mut().for_each(|v| *v *= beta);
+                }
+            }
+            if k > 0 {
+                let d = KnSpec {
+                    m: mg,
+                    k,
+                    cw: n,
+                    rs_x: x.rs,
+                    rs_b: b.rs,
+                    rs_y: if mg > 1 { y.rs } else { n },
+                    alpha,
+                };
+                let ys = &mut y.data[i0 * y.rs..];
+                kn_call(kern, &d, &x.data[i0 * x.rs..], b.data, ys);
+            }
+            if !epi.is_identity() {
+                for i in i0..i0 + mg {
+                    epi.apply_row(&mut y.data[i * y.rs..i * y.rs + n], i, 0);
+                }
+            }
+        }
+        return Ok(());
+    }
+    // Strided y: accumulate a column chunk on the stack (8 KiB, L1-resident).
     let mut ybuf = [0.0f32; 2048];
     for i0 in (0..m).step_by(SMALL_M) {
         let mg = SMALL_M.min(m - i0);
@@ -258,6 +298,7 @@ pub fn gemv_kn<T: Weight>(
                     cw,
                     rs_x: x.rs,
                     rs_b: b.rs,
+                    rs_y: cw,
                     alpha,
                 };
                 kn_call(kern, &d, &x.data[i0 * x.rs..], &b.data[j0..], &mut ybuf);

@@ -131,10 +131,9 @@ impl<'a, T> MatRef<'a, T> {
 }
 
 impl<T: Copy> MatRef<'_, T> {
-    /// Element `(i, j)`; panics if out of range (a bug in the caller).
-    pub fn at(&self, i: usize, j: usize) -> T {
-        assert!(i < self.rows && j < self.cols, "MatRef::at out of range");
-        self.data[i * self.rs + j * self.cs]
+    /// Element `(i, j)`, or `None` outside the matrix.
+    pub fn get(&self, i: usize, j: usize) -> Option<T> {
+        (i < self.rows && j < self.cols).then(|| self.data[i * self.rs + j * self.cs])
     }
 }
 

@@ -57,6 +57,11 @@ pub const NC: usize = 3072;
 /// packing B): the small-M / decode path.
 pub const SMALL_M: usize = 8;
 
+/// Above this many bytes of B, a small-M product with row-contiguous B streams B
+/// rows ([`gemv_kn`]) rather than walking 16-column strips down all of K: past the L3
+/// share a strip walk defeats the hardware prefetcher.
+const GEMV_KN_MIN_BYTES: usize = 16 << 20;
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for f32 {}
@@ -223,12 +228,21 @@ pub fn gemm_scratch_len(m: usize, n: usize, k: usize) -> usize {
     gemm_packed_scratch_len(m, k) + n.min(NC).div_ceil(NR) * NR * k.min(KC)
 }
 
-/// Scratch (in f32) that [`gemm_packed`] needs: one packed A block.
+/// Scratch (in f32) that [`gemm_packed`] needs: one packed A block (plus slack to
+/// align it to 64 bytes).
 pub fn gemm_packed_scratch_len(m: usize, k: usize) -> usize {
     if m == 0 || k == 0 {
         return 0;
     }
-    m.min(MC).div_ceil(MR) * MR * k.min(KC)
+    packed_a_len(m, k) + ALIGN_F32
+}
+
+/// Packing alignment of the scratch blocks, in f32 (64 bytes, one cache line).
+pub(crate) const ALIGN_F32: usize = 16;
+
+/// Length of one packed A block, rounded up so the B block after it stays aligned.
+pub(crate) fn packed_a_len(m: usize, k: usize) -> usize {
+    (m.min(MC).div_ceil(MR) * MR * k.min(KC)).next_multiple_of(ALIGN_F32)
 }
 
 fn check_shapes(a: (usize, usize), b: (usize, usize), c: (usize, usize)) -> Result<()> {
@@ -272,6 +286,20 @@ pub fn gemm_ex<T: Weight>(
     check_shapes((a.rows, a.cols), (b.rows, b.cols), (c.rows, c.cols))?;
     epi.check(c.rows, c.cols)?;
     check_scratch(gemm_scratch_len(a.rows, b.cols, a.cols), scratch.len())?;
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if (1..=SMALL_M).contains(&m) && k > 1 && n > 1 && a.cs == 1 {
+        // Decode shapes: stream the weight once instead of packing it.
+        if b.rs == 1 {
+            // Weight rows ([N, K] storage seen as a transposed B).
+            return gemv_nk(alpha, a, b.t(), beta, c, epi);
+        }
+        let b_bytes = k
+            .saturating_mul(n)
+            .saturating_mul(core::mem::size_of::<T>());
+        if b.cs == 1 && (m == 1 || b_bytes > GEMV_KN_MIN_BYTES) {
+            return gemv_kn(alpha, a, b, beta, c, epi);
+        }
+    }
     driver::run(
         isa::active(),
         alpha,

@@ -11,8 +11,8 @@
 
 use core::arch::x86_64::*;
 
-use super::NR;
 use super::tile::TileSpec;
+use super::{MR, NR};
 use crate::isa::Isa;
 
 /// Proof that this CPU runs AVX2, FMA and F16C.
@@ -35,13 +35,18 @@ impl Avx2 {
         // the tile reads (A: `mr` rows × `kc` steps, B: `kc` rows × `nr` columns, the
         // rest masked off) and writes (C: `mr × nr`) lies inside the three slices.
         unsafe {
-            match spec.mr {
-                1 => tile_mr::<1>(spec, a, b, c),
-                2 => tile_mr::<2>(spec, a, b, c),
-                3 => tile_mr::<3>(spec, a, b, c),
-                4 => tile_mr::<4>(spec, a, b, c),
-                5 => tile_mr::<5>(spec, a, b, c),
-                _ => tile_mr::<6>(spec, a, b, c),
+            if spec.mr == MR && spec.rs_a == 1 && spec.cs_a == MR && spec.rs_b == NR {
+                // Both operands packed: constant strides, constant address offsets.
+                tile_mr::<MR, true>(spec, a, b, c)
+            } else {
+                match spec.mr {
+                    1 => tile_mr::<1, false>(spec, a, b, c),
+                    2 => tile_mr::<2, false>(spec, a, b, c),
+                    3 => tile_mr::<3, false>(spec, a, b, c),
+                    4 => tile_mr::<4, false>(spec, a, b, c),
+                    5 => tile_mr::<5, false>(spec, a, b, c),
+                    _ => tile_mr::<6, false>(spec, a, b, c),
+                }
             }
         }
     }
@@ -72,7 +77,7 @@ impl Avx2 {
         // element addressed by the spec lies in its slice.
         unsafe {
             match d.m {
-                1 => nk_rows::<W, 1, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+                1 => nk_rows::<W, 1, 8>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
                 2 => nk_rows::<W, 2, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
                 3 => nk_rows::<W, 3, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
                 4 => nk_rows::<W, 4, 3>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
@@ -84,7 +89,7 @@ impl Avx2 {
         }
     }
 
-    /// Accumulates `ybuf[i·cw + j] += alpha·Σ_p x[i·rs_x + p]·b[p·rs_b + j]` for
+    /// Accumulates `ybuf[i·rs_y + j] += alpha·Σ_p x[i·rs_x + p]·b[p·rs_b + j]` for
     /// `i < m`, `j < cw`, `p < k` (GEMV with [K, N] weights, one column chunk).
     pub(crate) fn gemv_kn<W: Load8>(
         self,
@@ -109,15 +114,25 @@ fn masks(nr: usize) -> (__m256i, __m256i) {
     (_mm256_cmpgt_epi32(n, idx), _mm256_cmpgt_epi32(n8, idx))
 }
 
-/// The `M × 16` micro-kernel.
+/// The `M × 16` micro-kernel. With `PACKED`, the strides are the packed ones
+/// (`rs_a = 1`, `cs_a = M`, `rs_b = 16`) known at compile time.
 ///
 /// # Safety
 /// AVX2+FMA available; `spec` in bounds for `a`, `b`, `c` as checked by
 /// `TileSpec::assert_fits` with `spec.mr == M`.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_mr<const M: usize>(spec: &TileSpec, a: *const f32, b: *const f32, c: *mut f32) {
+unsafe fn tile_mr<const M: usize, const PACKED: bool>(
+    spec: &TileSpec,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+) {
     let mut acc = [[_mm256_setzero_ps(); 2]; M];
-    let (rs_a, cs_a, rs_b) = (spec.rs_a, spec.cs_a, spec.rs_b);
+    let (rs_a, cs_a, rs_b) = if PACKED {
+        (1, M, NR)
+    } else {
+        (spec.rs_a, spec.cs_a, spec.rs_b)
+    };
     let mut pa = a;
     let mut pb = b;
     for i in 0..M {
@@ -291,8 +306,6 @@ unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
             for r in 0..R {
                 // SAFETY: row `j + min(r, r_here-1) < n`, columns `p..p+8 ≤ k`.
                 wv[r] = unsafe { W::load8(wr[r].add(p)) };
-                // Stream the next lines of each weight row into L1 ahead of use.
-                _mm_prefetch::<_MM_HINT_T0>(wr[r].wrapping_add(p + 256) as *const i8);
             }
             for (i, acc_i) in acc.iter_mut().enumerate() {
                 // SAFETY: x row `i < m`, columns `p..p+8 ≤ k`.
@@ -326,57 +339,69 @@ unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
     }
 }
 
-/// GEMV over [K, N] weights, one dense column chunk of y (see `Avx2::gemv_kn`).
+/// GEMV over [K, N] weights, one dense column chunk of y (see `Avx2::gemv_kn`):
+/// eight B rows stream at once (eight sequential read streams keep enough cache-line
+/// requests in flight), each y vector is loaded and stored once per eight rows.
 ///
 /// # Safety
-/// AVX2+FMA+F16C available; extents checked by `KnSpec::assert_fits`.
+/// AVX2+FMA+F16C available; extents checked by `KnSpec::assert_fits`, `d.m == M`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn kn_chunk<W: Load8>(d: &super::gemv::KnSpec, x: *const f32, b: *const W, yb: *mut f32) {
+unsafe fn kn_chunk_m<W: Load8, const M: usize>(
+    d: &super::gemv::KnSpec,
+    x: *const f32,
+    b: *const W,
+    yb: *mut f32,
+) {
+    const G: usize = 8;
     let cw8 = d.cw - d.cw % 8;
-    let k4 = d.k - d.k % 4;
+    let kg = d.k - d.k % G;
     let mut p = 0;
     while p < d.k {
-        let rows = if p < k4 { 4 } else { 1 };
-        let b0 = b.wrapping_add(p * d.rs_b);
-        let b1 = b0.wrapping_add(d.rs_b);
-        let b2 = b1.wrapping_add(d.rs_b);
-        let b3 = b2.wrapping_add(d.rs_b);
+        let rows = if p < kg { G } else { 1 };
+        let mut br = [b; G];
+        let mut xa = [[_mm256_setzero_ps(); G]; M];
+        for r in 0..rows {
+            br[r] = b.wrapping_add((p + r) * d.rs_b);
+            for (i, xa_i) in xa.iter_mut().enumerate() {
+                // SAFETY: x row `i < m`, column `p + r < k`.
+                xa_i[r] = _mm256_set1_ps(d.alpha * unsafe { *x.add(i * d.rs_x + p + r) });
+            }
+        }
         let mut j = 0;
         while j < cw8 {
-            // SAFETY: rows `p..p+rows ≤ k`, columns `j..j+8 ≤ cw` of B are in bounds;
-            // rows not loaded (rows == 1) are never dereferenced.
+            // SAFETY: rows `p..p+rows ≤ k`, columns `j..j+8 ≤ cw` of B and of each y row
+            // are in bounds; rows past `rows` are never dereferenced.
             unsafe {
-                let w0 = W::load8(b0.add(j));
-                if rows == 4 {
-                    let w1 = W::load8(b1.add(j));
-                    let w2 = W::load8(b2.add(j));
-                    let w3 = W::load8(b3.add(j));
-                    for i in 0..d.m {
-                        let xr = x.add(i * d.rs_x + p);
-                        let yp = yb.add(i * d.cw + j);
-                        let mut acc = _mm256_loadu_ps(yp);
-                        let a0 = _mm256_set1_ps(d.alpha * *xr);
-                        let a1 = _mm256_set1_ps(d.alpha * *xr.add(1));
-                        let a2 = _mm256_set1_ps(d.alpha * *xr.add(2));
-                        let a3 = _mm256_set1_ps(d.alpha * *xr.add(3));
-                        acc = _mm256_fmadd_ps(a0, w0, acc);
-                        acc = _mm256_fmadd_ps(a1, w1, acc);
-                        acc = _mm256_fmadd_ps(a2, w2, acc);
-                        acc = _mm256_fmadd_ps(a3, w3, acc);
-                        _mm256_storeu_ps(yp, acc);
+                if rows == G {
+                    let mut wv = [_mm256_setzero_ps(); G];
+                    for r in 0..G {
+                        wv[r] = W::load8(br[r].add(j));
+                    }
+                    for (i, xa_i) in xa.iter().enumerate() {
+                        let yp = yb.add(i * d.rs_y + j);
+                        // Two FMA chains of four instead of one of eight.
+                        let mut acc0 = _mm256_loadu_ps(yp);
+                        let mut acc1 = _mm256_mul_ps(xa_i[1], wv[1]);
+                        for r in (0..G).step_by(2) {
+                            acc0 = _mm256_fmadd_ps(xa_i[r], wv[r], acc0);
+                            if r > 0 {
+                                acc1 = _mm256_fmadd_ps(xa_i[r + 1], wv[r + 1], acc1);
+                            }
+                        }
+                        _mm256_storeu_ps(yp, _mm256_add_ps(acc0, acc1));
                     }
                 } else {
-                    for i in 0..d.m {
-                        let yp = yb.add(i * d.cw + j);
-                        let a0 = _mm256_set1_ps(d.alpha * *x.add(i * d.rs_x + p));
-                        _mm256_storeu_ps(yp, _mm256_fmadd_ps(a0, w0, _mm256_loadu_ps(yp)));
+                    let w0 = W::load8(br[0].add(j));
+                    for (i, xa_i) in xa.iter().enumerate() {
+                        let yp = yb.add(i * d.rs_y + j);
+                        _mm256_storeu_ps(yp, _mm256_fmadd_ps(xa_i[0], w0, _mm256_loadu_ps(yp)));
                     }
                 }
             }
             j += 8;
         }
         for jj in cw8..d.cw {
-            for i in 0..d.m {
+            for i in 0..M {
                 let mut s = 0.0;
                 for q in 0..rows {
                     // SAFETY: row `p + q < k`, column `jj < cw`, x row `i < m`.
@@ -385,9 +410,30 @@ unsafe fn kn_chunk<W: Load8>(d: &super::gemv::KnSpec, x: *const f32, b: *const W
                     };
                 }
                 // SAFETY: `i < m`, `jj < cw`.
-                unsafe { *yb.add(i * d.cw + jj) += d.alpha * s };
+                unsafe { *yb.add(i * d.rs_y + jj) += d.alpha * s };
             }
         }
         p += rows;
+    }
+}
+
+/// Dispatches [`kn_chunk_m`] on the number of x rows.
+///
+/// # Safety
+/// As for [`kn_chunk_m`] with `M = d.m ≤ 8`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn kn_chunk<W: Load8>(d: &super::gemv::KnSpec, x: *const f32, b: *const W, yb: *mut f32) {
+    // SAFETY: forwarded caller contract; `d.m` selects the matching `M`.
+    unsafe {
+        match d.m {
+            1 => kn_chunk_m::<W, 1>(d, x, b, yb),
+            2 => kn_chunk_m::<W, 2>(d, x, b, yb),
+            3 => kn_chunk_m::<W, 3>(d, x, b, yb),
+            4 => kn_chunk_m::<W, 4>(d, x, b, yb),
+            5 => kn_chunk_m::<W, 5>(d, x, b, yb),
+            6 => kn_chunk_m::<W, 6>(d, x, b, yb),
+            7 => kn_chunk_m::<W, 7>(d, x, b, yb),
+            _ => kn_chunk_m::<W, 8>(d, x, b, yb),
+        }
     }
 }
