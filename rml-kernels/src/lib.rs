@@ -14,3 +14,12 @@
 pub use rml_core;
 
 pub mod isa;
+
+pub mod convert;
+pub mod elementwise;
+pub mod math;
+pub mod norm;
+pub mod reduce;
+pub(crate) mod simd;
+pub mod softmax;
+pub mod testing;
