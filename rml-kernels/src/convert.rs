@@ -62,10 +62,17 @@ fn narrow<V: Simd>(src: &[f32], dst: &mut [u16], store: impl Fn(V, &mut [u16])) 
 }
 
 /// Widens f16 to f32 (exact). Lengths must match.
+// The closure is not redundant: it carries `#[inline(always)]` (see `dispatch!`).
+#[allow(clippy::redundant_closure)]
 pub fn f16_to_f32(src: &[f16], dst: &mut [f32]) -> Result<()> {
     same_len(src.len(), dst.len())?;
     let src: &[u16] = bytemuck::cast_slice(src);
-    dispatch!(|V| widen::<V>(src, dst, V::load_f16));
+    dispatch!(|V| widen::<V>(
+        src,
+        dst,
+        #[inline(always)]
+        |s| V::load_f16(s)
+    ));
     Ok(())
 }
 
@@ -73,15 +80,27 @@ pub fn f16_to_f32(src: &[f16], dst: &mut [f32]) -> Result<()> {
 pub fn f32_to_f16(src: &[f32], dst: &mut [f16]) -> Result<()> {
     same_len(src.len(), dst.len())?;
     let dst: &mut [u16] = bytemuck::cast_slice_mut(dst);
-    dispatch!(|V| narrow::<V>(src, dst, V::store_f16));
+    dispatch!(|V| narrow::<V>(
+        src,
+        dst,
+        #[inline(always)]
+        |v, d| v.store_f16(d)
+    ));
     Ok(())
 }
 
 /// Widens bf16 to f32 (exact). Lengths must match.
+// The closure is not redundant: it carries `#[inline(always)]` (see `dispatch!`).
+#[allow(clippy::redundant_closure)]
 pub fn bf16_to_f32(src: &[bf16], dst: &mut [f32]) -> Result<()> {
     same_len(src.len(), dst.len())?;
     let src: &[u16] = bytemuck::cast_slice(src);
-    dispatch!(|V| widen::<V>(src, dst, V::load_bf16));
+    dispatch!(|V| widen::<V>(
+        src,
+        dst,
+        #[inline(always)]
+        |s| V::load_bf16(s)
+    ));
     Ok(())
 }
 
@@ -89,6 +108,11 @@ pub fn bf16_to_f32(src: &[bf16], dst: &mut [f32]) -> Result<()> {
 pub fn f32_to_bf16(src: &[f32], dst: &mut [bf16]) -> Result<()> {
     same_len(src.len(), dst.len())?;
     let dst: &mut [u16] = bytemuck::cast_slice_mut(dst);
-    dispatch!(|V| narrow::<V>(src, dst, V::store_bf16));
+    dispatch!(|V| narrow::<V>(
+        src,
+        dst,
+        #[inline(always)]
+        |v, d| v.store_bf16(d)
+    ));
     Ok(())
 }

@@ -206,69 +206,26 @@ fn map_inplace<V: Simd>(x: &mut [f32], f: impl Fn(V) -> V) {
     }
 }
 
+/// Calls `$kernel::<V>($arg..., f)` with `f` the op as an always-inlined closure
+/// (one instance per op, so the op's match folds away).
 macro_rules! each_unary {
-    ($op:expr, |$f:ident| $body:expr) => {
+    ($op:expr, $kernel:ident($($arg:expr),*)) => {
         match $op {
-            UnaryOp::Exp => {
-                let $f = |x| unary_v::<V>(UnaryOp::Exp, x);
-                $body
-            }
-            UnaryOp::Log => {
-                let $f = |x| unary_v::<V>(UnaryOp::Log, x);
-                $body
-            }
-            UnaryOp::Tanh => {
-                let $f = |x| unary_v::<V>(UnaryOp::Tanh, x);
-                $body
-            }
-            UnaryOp::Sigmoid => {
-                let $f = |x| unary_v::<V>(UnaryOp::Sigmoid, x);
-                $body
-            }
-            UnaryOp::Erf => {
-                let $f = |x| unary_v::<V>(UnaryOp::Erf, x);
-                $body
-            }
-            UnaryOp::Gelu => {
-                let $f = |x| unary_v::<V>(UnaryOp::Gelu, x);
-                $body
-            }
-            UnaryOp::GeluTanh => {
-                let $f = |x| unary_v::<V>(UnaryOp::GeluTanh, x);
-                $body
-            }
-            UnaryOp::Silu => {
-                let $f = |x| unary_v::<V>(UnaryOp::Silu, x);
-                $body
-            }
-            UnaryOp::Softplus => {
-                let $f = |x| unary_v::<V>(UnaryOp::Softplus, x);
-                $body
-            }
-            UnaryOp::Neg => {
-                let $f = |x| unary_v::<V>(UnaryOp::Neg, x);
-                $body
-            }
-            UnaryOp::Abs => {
-                let $f = |x| unary_v::<V>(UnaryOp::Abs, x);
-                $body
-            }
-            UnaryOp::Relu => {
-                let $f = |x| unary_v::<V>(UnaryOp::Relu, x);
-                $body
-            }
-            UnaryOp::Sqrt => {
-                let $f = |x| unary_v::<V>(UnaryOp::Sqrt, x);
-                $body
-            }
-            UnaryOp::Square => {
-                let $f = |x| unary_v::<V>(UnaryOp::Square, x);
-                $body
-            }
-            UnaryOp::Recip => {
-                let $f = |x| unary_v::<V>(UnaryOp::Recip, x);
-                $body
-            }
+            UnaryOp::Exp => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Exp, v)),
+            UnaryOp::Log => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Log, v)),
+            UnaryOp::Tanh => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Tanh, v)),
+            UnaryOp::Sigmoid => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sigmoid, v)),
+            UnaryOp::Erf => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Erf, v)),
+            UnaryOp::Gelu => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Gelu, v)),
+            UnaryOp::GeluTanh => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::GeluTanh, v)),
+            UnaryOp::Silu => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Silu, v)),
+            UnaryOp::Softplus => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Softplus, v)),
+            UnaryOp::Neg => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Neg, v)),
+            UnaryOp::Abs => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Abs, v)),
+            UnaryOp::Relu => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Relu, v)),
+            UnaryOp::Sqrt => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sqrt, v)),
+            UnaryOp::Square => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Square, v)),
+            UnaryOp::Recip => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Recip, v)),
         }
     };
 }
@@ -282,13 +239,13 @@ pub fn unary(op: UnaryOp, x: &[f32], y: &mut [f32]) -> Result<()> {
             got: y.len(),
         });
     }
-    dispatch!(|V| each_unary!(op, |f| map::<V>(x, y, f)));
+    dispatch!(|V| each_unary!(op, map(x, y)));
     Ok(())
 }
 
 /// `x[i] = op(x[i])` in place.
 pub fn unary_inplace(op: UnaryOp, x: &mut [f32]) {
-    dispatch!(|V| each_unary!(op, |f| map_inplace::<V>(x, f)));
+    dispatch!(|V| each_unary!(op, map_inplace(x)));
 }
 
 /// Checks a row range against a matrix of `len` elements and returns
@@ -337,11 +294,21 @@ fn bin_rows<V: Simd>(a: Src<'_>, b: Src<'_>, out: &mut [f32], f: impl Fn(V, V) -
         }
         (Src::Slice(a), Src::Splat(s)) => {
             let s = V::splat(s);
-            map::<V>(&a[..n], out, |x| f(x, s));
+            map::<V>(
+                &a[..n],
+                out,
+                #[inline(always)]
+                |x| f(x, s),
+            );
         }
         (Src::Splat(s), Src::Slice(b)) => {
             let s = V::splat(s);
-            map::<V>(&b[..n], out, |x| f(s, x));
+            map::<V>(
+                &b[..n],
+                out,
+                #[inline(always)]
+                |x| f(s, x),
+            );
         }
         (Src::Splat(a), Src::Splat(b)) => {
             let v = f(V::splat(a), V::splat(b));
@@ -355,12 +322,48 @@ fn bin_rows<V: Simd>(a: Src<'_>, b: Src<'_>, out: &mut [f32], f: impl Fn(V, V) -
 #[inline(always)]
 fn bin_v<V: Simd>(op: BinaryOp, a: Src<'_>, b: Src<'_>, out: &mut [f32]) {
     match op {
-        BinaryOp::Add => bin_rows::<V>(a, b, out, |x, y| x.add(y)),
-        BinaryOp::Sub => bin_rows::<V>(a, b, out, |x, y| x.sub(y)),
-        BinaryOp::Mul => bin_rows::<V>(a, b, out, |x, y| x.mul(y)),
-        BinaryOp::Div => bin_rows::<V>(a, b, out, |x, y| x.div(y)),
-        BinaryOp::Max => bin_rows::<V>(a, b, out, |x, y| x.max(y)),
-        BinaryOp::Min => bin_rows::<V>(a, b, out, |x, y| x.min(y)),
+        BinaryOp::Add => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.add(y),
+        ),
+        BinaryOp::Sub => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.sub(y),
+        ),
+        BinaryOp::Mul => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.mul(y),
+        ),
+        BinaryOp::Div => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.div(y),
+        ),
+        BinaryOp::Max => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.max(y),
+        ),
+        BinaryOp::Min => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.min(y),
+        ),
     }
 }
 

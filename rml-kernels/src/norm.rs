@@ -41,8 +41,16 @@ fn affine_row<V: Simd>(
     let zero = [0.0f32; crate::simd::MAX_LANES];
     let mut i = 0;
     while i < main {
-        let g = gamma.map_or(V::load(&one), |g| V::load(&g[i..]));
-        let b = beta.map_or(V::load(&zero), |b| V::load(&b[i..]));
+        let g = gamma.map_or(
+            V::load(&one),
+            #[inline(always)]
+            |g| V::load(&g[i..]),
+        );
+        let b = beta.map_or(
+            V::load(&zero),
+            #[inline(always)]
+            |b| V::load(&b[i..]),
+        );
         V::load(&x[i..])
             .sub(sh)
             .mul(sc)
@@ -51,8 +59,16 @@ fn affine_row<V: Simd>(
         i += l;
     }
     if main < n {
-        let g = gamma.map_or(V::load(&one), |g| load_tail::<V>(&g[main..], 1.0));
-        let b = beta.map_or(V::load(&zero), |b| load_tail::<V>(&b[main..], 0.0));
+        let g = gamma.map_or(
+            V::load(&one),
+            #[inline(always)]
+            |g| load_tail::<V>(&g[main..], 1.0),
+        );
+        let b = beta.map_or(
+            V::load(&zero),
+            #[inline(always)]
+            |b| load_tail::<V>(&b[main..], 0.0),
+        );
         let v = load_tail::<V>(&x[main..], 0.0)
             .sub(sh)
             .mul(sc)
@@ -120,7 +136,11 @@ pub fn rms_norm_rows(
     let x = &x[first..first + count];
     dispatch!(|V| {
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
-            let ms = row_sum_map::<V>(xr, |v| v.mul(v)) / cols as f32;
+            let ms = row_sum_map::<V>(
+                xr,
+                #[inline(always)]
+                |v| v.mul(v),
+            ) / cols as f32;
             let rstd = 1.0 / libm::sqrtf(ms + eps);
             affine_row::<V>(xr, yr, 0.0, rstd, gamma, None);
         }

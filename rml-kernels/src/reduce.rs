@@ -98,21 +98,39 @@ pub(crate) fn row_max<V: Simd>(x: &[f32]) -> f32 {
 #[inline(always)]
 pub(crate) fn row_mean_var<V: Simd>(x: &[f32]) -> (f32, f32) {
     let n = x.len() as f32;
-    let mean = row_sum_map::<V>(x, |v| v) / n;
+    let mean = row_sum_map::<V>(
+        x,
+        #[inline(always)]
+        |v| v,
+    ) / n;
     let m = V::splat(mean);
-    let var = row_sum_map::<V>(x, |v| {
-        let d = v.sub(m);
-        d.mul(d)
-    }) / n;
+    let var = row_sum_map::<V>(
+        x,
+        #[inline(always)]
+        |v| {
+            let d = v.sub(m);
+            d.mul(d)
+        },
+    ) / n;
     (mean, var)
 }
 
 #[inline(always)]
 fn reduce_v<V: Simd>(op: ReduceOp, x: &[f32]) -> f32 {
     match op {
-        ReduceOp::Sum => row_sum_map::<V>(x, |v| v),
+        ReduceOp::Sum => row_sum_map::<V>(
+            x,
+            #[inline(always)]
+            |v| v,
+        ),
         ReduceOp::Max => row_max::<V>(x),
-        ReduceOp::Mean => row_sum_map::<V>(x, |v| v) / x.len() as f32,
+        ReduceOp::Mean => {
+            row_sum_map::<V>(
+                x,
+                #[inline(always)]
+                |v| v,
+            ) / x.len() as f32
+        }
         ReduceOp::Variance => row_mean_var::<V>(x).1,
     }
 }

@@ -120,8 +120,11 @@ pub(crate) fn clamp<V: Simd>(x: V, lo: f32, hi: f32) -> V {
 /// Runs `$body` with the type alias `$V` bound to the active ISA's vector type.
 ///
 /// `$body` is compiled once per ISA; the AVX2 instance runs inside a function with
-/// `#[target_feature(enable = "avx2,fma,f16c")]`, so the generic code it inlines
-/// is compiled for those features.
+/// `#[target_feature(enable = "avx2,fma,f16c")]`. Everything between that function
+/// and the intrinsics (this closure, the generic kernels, the `Simd` methods) is
+/// `#[inline(always)]`, so the intrinsics land in a function compiled with the
+/// features and inline; a plain closure here would stay an out-of-line call and
+/// leave every intrinsic a function call (10x slower than scalar).
 macro_rules! dispatch {
     (|$V:ident| $body:expr) => {{
         match $crate::isa::active() {
@@ -130,11 +133,14 @@ macro_rules! dispatch {
                 // SAFETY: `isa::active()` only returns `Avx2` when the CPU supports
                 // AVX2, FMA and F16C (`isa::force` refuses unsupported ISAs).
                 unsafe {
-                    $crate::simd::avx2::run(|| {
-                        #[allow(dead_code)]
-                        type $V = $crate::simd::avx2::F32x8;
-                        $body
-                    })
+                    $crate::simd::avx2::run(
+                        #[inline(always)]
+                        || {
+                            #[allow(dead_code)]
+                            type $V = $crate::simd::avx2::F32x8;
+                            $body
+                        },
+                    )
                 }
             }
             #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
