@@ -94,6 +94,14 @@ fn bench_binary(c: &mut Criterion) {
     let b = data(BIG, 0.5, 4.0);
     let row = data(COLS, 0.5, 2.0);
     let mut y = vec![0.0f32; BIG];
+    // The peer for memory-bound kernels, in the same sweep: a plain memcpy (what
+    // this machine streams right now, read + write); `sum` below is the read-only one.
+    run(
+        c,
+        "copy",
+        |n| 8 * n as u64,
+        |n| y[..n].copy_from_slice(&a[..n]),
+    );
     run(
         c,
         "add",

@@ -10,7 +10,7 @@ use rml_core::{Error, Result};
 
 use crate::elementwise::check_rows;
 use crate::reduce::{row_mean_var, row_sum_map};
-use crate::simd::{Simd, dispatch, load_tail, store_tail};
+use crate::simd::{Simd, dispatch, load_tail, sqrt_f32, store_tail};
 
 fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
     match p {
@@ -110,7 +110,7 @@ pub fn layer_norm_rows(
     dispatch!(|V| {
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
             let (mean, var) = row_mean_var::<V>(xr);
-            let rstd = 1.0 / libm::sqrtf(var + eps);
+            let rstd = 1.0 / sqrt_f32(var + eps);
             affine_row::<V>(xr, yr, mean, rstd, gamma, beta);
         }
     });
@@ -141,7 +141,7 @@ pub fn rms_norm_rows(
                 #[inline(always)]
                 |v| v.mul(v),
             ) / cols as f32;
-            let rstd = 1.0 / libm::sqrtf(ms + eps);
+            let rstd = 1.0 / sqrt_f32(ms + eps);
             affine_row::<V>(xr, yr, 0.0, rstd, gamma, None);
         }
     });

@@ -24,7 +24,10 @@ pub(crate) unsafe fn run<R>(f: impl FnOnce() -> R) -> R {
     unsafe { run_avx2(f) }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
+// Under Miri, which implements no F16C intrinsics, the path runs without F16C
+// (`isa` then selects AVX2 without it and the f16 conversions use `half`).
+#[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
+#[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
 fn run_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
@@ -50,12 +53,32 @@ impl Simd for F32x8 {
     #[inline(always)]
     fn load_f16(s: &[u16]) -> Self {
         assert!(s.len() >= 8);
+        #[cfg(miri)]
+        {
+            // Miri does not implement F16C; convert lane by lane as `half` does.
+            let mut f = [0.0f32; 8];
+            for (d, &h) in f.iter_mut().zip(s) {
+                *d = half::f16::from_bits(h).to_f32();
+            }
+            Self::load(&f)
+        }
+        #[cfg(not(miri))]
         // SAFETY: 8 u16 = 16 bytes readable (checked); F16C available (module docs).
         F32x8(unsafe { _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().cast())) })
     }
     #[inline(always)]
     fn store_f16(self, s: &mut [u16]) {
         assert!(s.len() >= 8);
+        #[cfg(miri)]
+        {
+            // Miri does not implement F16C; convert lane by lane as `half` does.
+            let mut f = [0.0f32; 8];
+            self.store(&mut f);
+            for (d, &v) in s.iter_mut().zip(&f) {
+                *d = half::f16::from_f32(v).to_bits();
+            }
+        }
+        #[cfg(not(miri))]
         // SAFETY: 16 bytes writable (checked); F16C available (module docs).
         unsafe {
             let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(self.0);

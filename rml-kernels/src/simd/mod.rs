@@ -110,6 +110,21 @@ pub(crate) fn store_tail<V: Simd>(v: V, s: &mut [f32]) {
     s.copy_from_slice(&buf[..n]);
 }
 
+/// Correctly rounded f32 square root: the hardware instruction through `std`
+/// when available, `libm` otherwise (libm's x86 version is inline assembly,
+/// which Miri cannot run).
+#[inline(always)]
+pub(crate) fn sqrt_f32(x: f32) -> f32 {
+    #[cfg(feature = "std")]
+    {
+        x.sqrt()
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        libm::sqrtf(x)
+    }
+}
+
 /// Lane-wise clamp of `x` to `[lo, hi]` that keeps NaN lanes NaN.
 #[inline(always)]
 pub(crate) fn clamp<V: Simd>(x: V, lo: f32, hi: f32) -> V {

@@ -89,7 +89,7 @@ impl Simd for F32x1 {
     }
     #[inline(always)]
     fn sqrt(self) -> Self {
-        F32x1(libm::sqrtf(self.0))
+        F32x1(super::sqrt_f32(self.0))
     }
     #[inline(always)]
     fn round(self) -> Self {
