@@ -16,3 +16,12 @@ pub use rml_core;
 pub mod gemm;
 pub mod isa;
 pub mod quant;
+
+pub mod convert;
+pub mod elementwise;
+pub mod math;
+pub mod norm;
+pub mod reduce;
+pub(crate) mod simd;
+pub mod softmax;
+pub mod testing;

@@ -1,0 +1,202 @@
+//! Criterion benchmarks of the vector kernels.
+//!
+//! Each kernel runs on an L1-resident problem (2048 f32 in, 2048 out: 16 KiB) with
+//! the forced scalar path and the best path, and on a DRAM-sized problem (16 Mi f32
+//! = 64 MiB in, beyond the 32 MiB L3) with the best path. Throughput counts the
+//! bytes each kernel must read plus the bytes it writes.
+//!
+//! `cargo bench -p rml-kernels --bench vector -- --output-format bencher` prints
+//! one line per benchmark; `RML_BENCH_QUICK=1` shortens the measurement.
+
+#![allow(missing_docs)] // criterion_group! generates an undocumented `pub fn benches`.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use half::{bf16, f16};
+use rml_kernels::convert;
+use rml_kernels::elementwise::{BinaryOp, Operand, UnaryOp, binary, unary};
+use rml_kernels::isa::{self, Isa};
+use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
+use rml_kernels::reduce::{ReduceOp, reduce_rows};
+use rml_kernels::softmax::softmax_rows;
+use rml_kernels::testing::Rng;
+
+const L1: usize = 2048;
+const BIG: usize = 16 << 20;
+/// Row length of the row kernels (softmax, norms, reductions).
+const COLS: usize = 1024;
+
+/// The paths to time: (label, ISA, problem size).
+fn cases() -> Vec<(&'static str, Isa, usize)> {
+    let best = isa::detect();
+    vec![
+        ("l1_scalar", Isa::Scalar, L1),
+        ("l1_best", best, L1),
+        ("dram_best", best, BIG),
+    ]
+}
+
+fn data(n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    let mut v = vec![0.0f32; n];
+    Rng::new(n as u64).fill(&mut v, lo, hi);
+    v
+}
+
+/// Times `f` for each case in group `name`, with `bytes(n)` of traffic per call.
+fn run(c: &mut Criterion, name: &str, bytes: impl Fn(usize) -> u64, mut f: impl FnMut(usize)) {
+    let quick = std::env::var_os("RML_BENCH_QUICK").is_some();
+    let mut g = c.benchmark_group(name);
+    g.warm_up_time(std::time::Duration::from_millis(if quick {
+        200
+    } else {
+        500
+    }));
+    g.measurement_time(std::time::Duration::from_millis(if quick {
+        600
+    } else {
+        1500
+    }));
+    g.sample_size(10);
+    for (label, isa, n) in cases() {
+        isa::force(isa).expect("supported ISA");
+        g.throughput(Throughput::Bytes(bytes(n)));
+        g.bench_function(BenchmarkId::new(label, isa.name()), |b| b.iter(|| f(n)));
+    }
+    isa::force(isa::detect()).expect("detected ISA");
+    g.finish();
+}
+
+fn bench_unary(c: &mut Criterion) {
+    let x = data(BIG, -8.0, 8.0);
+    let mut y = vec![0.0f32; BIG];
+    for op in [
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Erf,
+        UnaryOp::Gelu,
+        UnaryOp::GeluTanh,
+        UnaryOp::Silu,
+        UnaryOp::Softplus,
+        UnaryOp::Relu,
+    ] {
+        run(
+            c,
+            op.name(),
+            |n| 8 * n as u64,
+            |n| unary(op, &x[..n], &mut y[..n]).expect("lengths"),
+        );
+    }
+}
+
+fn bench_binary(c: &mut Criterion) {
+    let a = data(BIG, -4.0, 4.0);
+    let b = data(BIG, 0.5, 4.0);
+    let row = data(COLS, 0.5, 2.0);
+    let mut y = vec![0.0f32; BIG];
+    // The peer for memory-bound kernels, in the same sweep: a plain memcpy (what
+    // this machine streams right now, read + write); `sum` below is the read-only one.
+    run(
+        c,
+        "copy",
+        |n| 8 * n as u64,
+        |n| y[..n].copy_from_slice(&a[..n]),
+    );
+    run(
+        c,
+        "add",
+        |n| 12 * n as u64,
+        |n| {
+            let (l, r) = (Operand::Matrix(&a[..n]), Operand::Matrix(&b[..n]));
+            binary(BinaryOp::Add, l, r, COLS, 0..n / COLS, &mut y[..n]).expect("shapes")
+        },
+    );
+    run(
+        c,
+        "mul_row",
+        |n| 8 * n as u64,
+        |n| {
+            let (l, r) = (Operand::Matrix(&a[..n]), Operand::Row(&row));
+            binary(BinaryOp::Mul, l, r, COLS, 0..n / COLS, &mut y[..n]).expect("shapes")
+        },
+    );
+}
+
+fn bench_rows(c: &mut Criterion) {
+    let x = data(BIG, -4.0, 4.0);
+    let g = data(COLS, 0.5, 1.5);
+    let b = data(COLS, -1.0, 1.0);
+    let mut y = vec![0.0f32; BIG];
+    run(
+        c,
+        "softmax",
+        |n| 8 * n as u64,
+        |n| softmax_rows(&x[..n], COLS, 0..n / COLS, &mut y[..n]).expect("shapes"),
+    );
+    run(
+        c,
+        "layer_norm",
+        |n| 8 * n as u64,
+        |n| {
+            let (g, b) = (Some(&g[..]), Some(&b[..]));
+            layer_norm_rows(&x[..n], COLS, 0..n / COLS, g, b, 1e-5, &mut y[..n]).expect("shapes")
+        },
+    );
+    run(
+        c,
+        "rms_norm",
+        |n| 8 * n as u64,
+        |n| rms_norm_rows(&x[..n], COLS, 0..n / COLS, Some(&g), 1e-5, &mut y[..n]).expect("shapes"),
+    );
+    let mut out = vec![0.0f32; BIG / COLS];
+    for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Variance] {
+        run(
+            c,
+            op.name(),
+            |n| 4 * n as u64,
+            |n| reduce_rows(op, &x[..n], COLS, 0..n / COLS, &mut out[..n / COLS]).expect("shapes"),
+        );
+    }
+}
+
+fn bench_convert(c: &mut Criterion) {
+    let x = data(BIG, -100.0, 100.0);
+    let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+    let bh: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+    let mut y = vec![0.0f32; BIG];
+    let mut hy = vec![f16::ZERO; BIG];
+    let mut by = vec![bf16::ZERO; BIG];
+    run(
+        c,
+        "f16_to_f32",
+        |n| 6 * n as u64,
+        |n| convert::f16_to_f32(&h[..n], &mut y[..n]).expect("lengths"),
+    );
+    run(
+        c,
+        "bf16_to_f32",
+        |n| 6 * n as u64,
+        |n| convert::bf16_to_f32(&bh[..n], &mut y[..n]).expect("lengths"),
+    );
+    run(
+        c,
+        "f32_to_f16",
+        |n| 6 * n as u64,
+        |n| convert::f32_to_f16(&x[..n], &mut hy[..n]).expect("lengths"),
+    );
+    run(
+        c,
+        "f32_to_bf16",
+        |n| 6 * n as u64,
+        |n| convert::f32_to_bf16(&x[..n], &mut by[..n]).expect("lengths"),
+    );
+}
+
+criterion_group!(
+    benches,
+    bench_unary,
+    bench_binary,
+    bench_rows,
+    bench_convert
+);
+criterion_main!(benches);

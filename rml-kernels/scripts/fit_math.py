@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Derives the polynomial coefficients of rml-kernels' vector math (src/math.rs).
+
+Each approximation is a near-minimax polynomial found by Lawson's algorithm
+(iteratively reweighted least squares converging to the minimax fit) on a dense
+Chebyshev-distributed grid, in float64, with the error weighted so that it is the
+*relative* error of the final function. Coefficients are printed rounded to f32 as
+Rust constants, highest degree first (Horner order); the printed max error is that
+of the f32-rounded coefficients evaluated in float64 (the f32 evaluation error is
+measured separately by the Rust tests and `examples/math_error.rs`).
+
+Run:  python3 rml-kernels/scripts/fit_math.py      (needs numpy only)
+"""
+import math
+
+import numpy as np
+
+
+def cheb_grid(a, b, n=8001):
+    k = np.arange(n)
+    return 0.5 * (a + b) + 0.5 * (b - a) * np.cos(np.pi * (k + 0.5) / n)[::-1]
+
+
+def lawson(u, target, weight, degree, iters=200):
+    """Minimax fit of sum_k c_k u^k to target, minimising max |weight*(p-target)|."""
+    v = np.vander(u, degree + 1, increasing=True)
+    lw = np.ones_like(u) / len(u)
+    c = None
+    for _ in range(iters):
+        sw = np.sqrt(lw) * weight
+        c, *_ = np.linalg.lstsq(v * sw[:, None], target * sw, rcond=None)
+        err = np.abs(weight * (v @ c - target))
+        lw = lw * err
+        lw /= lw.sum()
+    return c
+
+
+def report(name, c, u, target, weight):
+    c32 = c.astype(np.float32).astype(np.float64)
+    v = np.vander(u, len(c), increasing=True)
+    err = np.max(np.abs(weight * (v @ c32 - target)))
+    print(f"// {name}: degree {len(c) - 1}, max weighted error {err:.3e}")
+    consts = ", ".join(f"{float(np.float32(x))!r}" for x in c[::-1])
+    print(f"const {name}: [f32; {len(c)}] = [{consts}];")
+    return err
+
+
+def main():
+    erfc = np.vectorize(math.erfc)
+
+    # exp(r) = 1 + r + r^2 q(r), |r| <= ln2/2; relative error of exp.
+    r = cheb_grid(-math.log(2) / 2, math.log(2) / 2)
+    q = (np.expm1(r) - r) / r**2
+    report("EXP_Q", lawson(r, q, r**2 / np.exp(r), 4), r, q, r**2 / np.exp(r))
+
+    # log(m) = 2s + s^3 R(s^2), s = (m-1)/(m+1), m in [sqrt(1/2), sqrt(2)).
+    smax = (math.sqrt(2) - 1) / (math.sqrt(2) + 1)
+    s = cheb_grid(1e-4, smax)
+    u = s * s
+    rr = (2 * np.arctanh(s) - 2 * s) / s**3
+    w = s**3 / (2 * np.arctanh(s))
+    report("LOG_R", lawson(u, rr, w, 3), u, rr, w)
+
+    # tanh(x) = x + x^3 P(x^2) for |x| <= TANH_SMALL = 0.55; relative error.
+    x = cheb_grid(1e-4, 0.55)
+    u = x * x
+    p = (np.tanh(x) - x) / x**3
+    w = x**3 / np.tanh(x)
+    report("TANH_P", lawson(u, p, w, 5), u, p, w)
+
+    # erf(x) = x Q(x^2) for |x| <= ERF_SMALL = 0.875; relative error.
+    x = cheb_grid(1e-4, 0.875)
+    u = x * x
+    qq = np.vectorize(math.erf)(x) / x
+    report("ERF_Q", lawson(u, qq, np.ones_like(u) / qq, 7), u, qq, np.ones_like(u) / qq)
+
+    # erfc(x) = exp(-x^2) G(t), t = 1/(1 + x/2), for 0.875 <= x <= 10; relative
+    # error of erfc (so 1 - erfc and the GELU tail are both accurate).
+    x = cheb_grid(0.875, 10.0)
+    t = 1.0 / (1.0 + 0.5 * x)
+    g = erfc(x) * np.exp(x * x)
+    report("ERFC_G", lawson(t, g, 1.0 / g, 10), t, g, 1.0 / g)
+
+
+if __name__ == "__main__":
+    main()

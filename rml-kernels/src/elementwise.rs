@@ -1,0 +1,436 @@
+//! Elementwise unary and binary kernels over f32 slices, with last-axis
+//! broadcasting for binary ops (a row vector against every row of a matrix, a
+//! scalar against everything).
+//!
+//! Binary ops take a row-major matrix of `cols` columns and a range of its rows, so
+//! a host can split the rows across threads: matrix operands are whole matrices,
+//! and `out` holds exactly the rows of the range.
+
+use core::ops::Range;
+
+use rml_core::{Error, Result};
+
+use crate::math::tanh_v;
+use crate::math::{erf_v, exp_v, gelu_tanh_v, gelu_v, log_v, sigmoid_v, silu_v, softplus_v};
+use crate::simd::{Simd, dispatch, load_tail, store_tail};
+
+/// A unary f32 function applied elementwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnaryOp {
+    /// `e^x`.
+    Exp,
+    /// `ln x`.
+    Log,
+    /// `tanh x`.
+    Tanh,
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// `erf x`.
+    Erf,
+    /// GELU, erf form.
+    Gelu,
+    /// GELU, tanh approximation.
+    GeluTanh,
+    /// `x sigmoid(x)`.
+    Silu,
+    /// `ln(1 + e^x)`.
+    Softplus,
+    /// `-x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+    /// `max(x, 0)` (NaN stays NaN).
+    Relu,
+    /// `sqrt x` (correctly rounded).
+    Sqrt,
+    /// `x * x`.
+    Square,
+    /// `1 / x`.
+    Recip,
+}
+
+impl UnaryOp {
+    /// Every unary op.
+    pub const ALL: [UnaryOp; 15] = [
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Erf,
+        UnaryOp::Gelu,
+        UnaryOp::GeluTanh,
+        UnaryOp::Silu,
+        UnaryOp::Softplus,
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Relu,
+        UnaryOp::Sqrt,
+        UnaryOp::Square,
+        UnaryOp::Recip,
+    ];
+
+    /// Lower-case name (`"gelu_tanh"`, …).
+    pub const fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Softplus => "softplus",
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Square => "square",
+            UnaryOp::Recip => "recip",
+        }
+    }
+}
+
+/// A binary f32 operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b`.
+    Div,
+    /// `max(a, b)`, NaN if either is NaN (like `numpy.maximum`).
+    Max,
+    /// `min(a, b)`, NaN if either is NaN (like `numpy.minimum`).
+    Min,
+}
+
+impl BinaryOp {
+    /// Every binary op.
+    pub const ALL: [BinaryOp; 6] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Max,
+        BinaryOp::Min,
+    ];
+
+    /// Lower-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Max => "max",
+            BinaryOp::Min => "min",
+        }
+    }
+
+    /// The op on one pair of values, with the kernels' semantics.
+    pub fn apply(self, a: f32, b: f32) -> f32 {
+        match self {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Div => a / b,
+            BinaryOp::Max if a.is_nan() || b.is_nan() => f32::NAN,
+            BinaryOp::Min if a.is_nan() || b.is_nan() => f32::NAN,
+            BinaryOp::Max => a.max(b),
+            BinaryOp::Min => a.min(b),
+        }
+    }
+}
+
+/// One operand of a binary op over a `rows x cols` row-major matrix.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    /// A whole matrix (`len >= rows.end * cols`); row `r` is `m[r*cols..(r+1)*cols]`.
+    Matrix(&'a [f32]),
+    /// One row of `cols` values broadcast to every row (last-axis broadcasting).
+    Row(&'a [f32]),
+    /// One value broadcast to every element.
+    Scalar(f32),
+}
+
+#[inline(always)]
+fn unary_v<V: Simd>(op: UnaryOp, x: V) -> V {
+    match op {
+        UnaryOp::Exp => exp_v(x),
+        UnaryOp::Log => log_v(x),
+        UnaryOp::Tanh => tanh_v(x),
+        UnaryOp::Sigmoid => sigmoid_v(x),
+        UnaryOp::Erf => erf_v(x),
+        UnaryOp::Gelu => gelu_v(x),
+        UnaryOp::GeluTanh => gelu_tanh_v(x),
+        UnaryOp::Silu => silu_v(x),
+        UnaryOp::Softplus => softplus_v(x),
+        UnaryOp::Neg => x.mul(V::splat(-1.0)),
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Relu => V::select(x.lt(V::splat(0.0)), V::splat(0.0), x),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Square => x.mul(x),
+        UnaryOp::Recip => V::splat(1.0).div(x),
+    }
+}
+
+#[inline(always)]
+fn map<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
+    let l = V::LANES;
+    let main = x.len() - x.len() % l;
+    let (xm, xt) = x.split_at(main);
+    let (ym, yt) = y.split_at_mut(main);
+    for (xc, yc) in xm.chunks_exact(l).zip(ym.chunks_exact_mut(l)) {
+        f(V::load(xc)).store(yc);
+    }
+    if !xt.is_empty() {
+        store_tail(f(load_tail::<V>(xt, 0.0)), yt);
+    }
+}
+
+#[inline(always)]
+fn map_inplace<V: Simd>(x: &mut [f32], f: impl Fn(V) -> V) {
+    let l = V::LANES;
+    let main = x.len() - x.len() % l;
+    let (xm, xt) = x.split_at_mut(main);
+    for c in xm.chunks_exact_mut(l) {
+        f(V::load(c)).store(c);
+    }
+    if !xt.is_empty() {
+        let v = f(load_tail::<V>(xt, 0.0));
+        store_tail(v, xt);
+    }
+}
+
+/// Calls `$kernel::<V>($arg..., f)` with `f` the op as an always-inlined closure
+/// (one instance per op, so the op's match folds away).
+macro_rules! each_unary {
+    ($op:expr, $kernel:ident($($arg:expr),*)) => {
+        match $op {
+            UnaryOp::Exp => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Exp, v)),
+            UnaryOp::Log => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Log, v)),
+            UnaryOp::Tanh => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Tanh, v)),
+            UnaryOp::Sigmoid => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sigmoid, v)),
+            UnaryOp::Erf => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Erf, v)),
+            UnaryOp::Gelu => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Gelu, v)),
+            UnaryOp::GeluTanh => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::GeluTanh, v)),
+            UnaryOp::Silu => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Silu, v)),
+            UnaryOp::Softplus => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Softplus, v)),
+            UnaryOp::Neg => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Neg, v)),
+            UnaryOp::Abs => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Abs, v)),
+            UnaryOp::Relu => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Relu, v)),
+            UnaryOp::Sqrt => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sqrt, v)),
+            UnaryOp::Square => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Square, v)),
+            UnaryOp::Recip => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Recip, v)),
+        }
+    };
+}
+
+/// `y[i] = op(x[i])`. Errors with [`Error::LengthMismatch`] unless
+/// `x.len() == y.len()`.
+pub fn unary(op: UnaryOp, x: &[f32], y: &mut [f32]) -> Result<()> {
+    if x.len() != y.len() {
+        return Err(Error::LengthMismatch {
+            expected: x.len(),
+            got: y.len(),
+        });
+    }
+    dispatch!(|V| each_unary!(op, map(x, y)));
+    Ok(())
+}
+
+/// `x[i] = op(x[i])` in place.
+pub fn unary_inplace(op: UnaryOp, x: &mut [f32]) {
+    dispatch!(|V| each_unary!(op, map_inplace(x)));
+}
+
+/// Checks a row range against a matrix of `len` elements and returns
+/// `(first, count)` element offsets of the rows.
+pub(crate) fn check_rows(len: usize, cols: usize, rows: &Range<usize>) -> Result<(usize, usize)> {
+    if rows.start > rows.end {
+        return Err(Error::InvalidArgument("row range start exceeds its end"));
+    }
+    let end = rows.end.checked_mul(cols).ok_or(Error::Overflow)?;
+    if end > len {
+        return Err(Error::BufferTooSmall {
+            needed: end,
+            got: len,
+        });
+    }
+    let start = rows.start * cols;
+    Ok((start, end - start))
+}
+
+/// Where a row of an operand comes from.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    Slice(&'a [f32]),
+    Splat(f32),
+}
+
+#[inline(always)]
+fn bin_rows<V: Simd>(a: Src<'_>, b: Src<'_>, out: &mut [f32], f: impl Fn(V, V) -> V) {
+    let l = V::LANES;
+    let n = out.len();
+    let main = n - n % l;
+    match (a, b) {
+        (Src::Slice(a), Src::Slice(b)) => {
+            let (om, ot) = out.split_at_mut(main);
+            for ((ac, bc), oc) in a
+                .chunks_exact(l)
+                .zip(b.chunks_exact(l))
+                .zip(om.chunks_exact_mut(l))
+            {
+                f(V::load(ac), V::load(bc)).store(oc);
+            }
+            if !ot.is_empty() {
+                let v = f(load_tail(&a[main..n], 1.0), load_tail(&b[main..n], 1.0));
+                store_tail(v, ot);
+            }
+        }
+        (Src::Slice(a), Src::Splat(s)) => {
+            let s = V::splat(s);
+            map::<V>(
+                &a[..n],
+                out,
+                #[inline(always)]
+                |x| f(x, s),
+            );
+        }
+        (Src::Splat(s), Src::Slice(b)) => {
+            let s = V::splat(s);
+            map::<V>(
+                &b[..n],
+                out,
+                #[inline(always)]
+                |x| f(s, x),
+            );
+        }
+        (Src::Splat(a), Src::Splat(b)) => {
+            let v = f(V::splat(a), V::splat(b));
+            let mut one = [0.0f32; crate::simd::MAX_LANES];
+            v.store(&mut one);
+            out.fill(one[0]);
+        }
+    }
+}
+
+#[inline(always)]
+fn bin_v<V: Simd>(op: BinaryOp, a: Src<'_>, b: Src<'_>, out: &mut [f32]) {
+    match op {
+        BinaryOp::Add => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.add(y),
+        ),
+        BinaryOp::Sub => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.sub(y),
+        ),
+        BinaryOp::Mul => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.mul(y),
+        ),
+        BinaryOp::Div => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.div(y),
+        ),
+        BinaryOp::Max => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.max(y),
+        ),
+        BinaryOp::Min => bin_rows::<V>(
+            a,
+            b,
+            out,
+            #[inline(always)]
+            |x, y| x.min(y),
+        ),
+    }
+}
+
+/// The source of one row (starting at element `at` of the block) of an operand.
+fn row_src<'a>(s: Option<Src<'a>>, whole: Operand<'a>, at: usize, cols: usize) -> Src<'a> {
+    match (s, whole) {
+        (Some(Src::Slice(m)), _) => Src::Slice(&m[at..at + cols]),
+        (Some(Src::Splat(v)), _) => Src::Splat(v),
+        (None, Operand::Row(r)) => Src::Slice(r),
+        (None, _) => Src::Splat(0.0),
+    }
+}
+
+/// Checks one operand and returns its source for the element block
+/// `[first, first + count)` (or `None` for a per-row operand).
+fn operand_src<'a>(o: Operand<'a>, cols: usize, rows: &Range<usize>) -> Result<Option<Src<'a>>> {
+    match o {
+        Operand::Matrix(m) => {
+            let (first, count) = check_rows(m.len(), cols, rows)?;
+            Ok(Some(Src::Slice(&m[first..first + count])))
+        }
+        Operand::Row(r) => {
+            if r.len() != cols {
+                return Err(Error::LengthMismatch {
+                    expected: cols,
+                    got: r.len(),
+                });
+            }
+            Ok(None)
+        }
+        Operand::Scalar(s) => Ok(Some(Src::Splat(s))),
+    }
+}
+
+/// `out = lhs op rhs` over rows `rows` of a `cols`-column row-major matrix, with
+/// [`Operand::Row`] and [`Operand::Scalar`] broadcast along the last axis.
+///
+/// `out` holds exactly the rows of `rows` (`rows.len() * cols` values). Errors:
+/// [`Error::BufferTooSmall`] for a matrix operand shorter than `rows.end * cols`,
+/// [`Error::LengthMismatch`] for a row operand whose length is not `cols` or an
+/// `out` of the wrong length.
+pub fn binary(
+    op: BinaryOp,
+    lhs: Operand<'_>,
+    rhs: Operand<'_>,
+    cols: usize,
+    rows: Range<usize>,
+    out: &mut [f32],
+) -> Result<()> {
+    let expected = rows.len().checked_mul(cols).ok_or(Error::Overflow)?;
+    if out.len() != expected {
+        return Err(Error::LengthMismatch {
+            expected,
+            got: out.len(),
+        });
+    }
+    let a = operand_src(lhs, cols, &rows)?;
+    let b = operand_src(rhs, cols, &rows)?;
+    dispatch!(|V| match (a, b) {
+        // No per-row operand: the whole block is one flat run.
+        (Some(a), Some(b)) => bin_v::<V>(op, a, b, out),
+        _ => {
+            for (i, o) in out.chunks_exact_mut(cols.max(1)).enumerate() {
+                let at = i * cols;
+                bin_v::<V>(op, row_src(a, lhs, at, cols), row_src(b, rhs, at, cols), o);
+            }
+        }
+    });
+    Ok(())
+}

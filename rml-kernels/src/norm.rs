@@ -1,0 +1,149 @@
+//! Row normalizations: layer norm and RMS norm over the last axis of a row-major
+//! matrix, with optional per-column scale (`gamma`) and shift (`beta`).
+//!
+//! Layer norm uses two passes for the statistics (mean, then the mean of squared
+//! deviations), so it stays accurate for rows with a large common offset.
+
+use core::ops::Range;
+
+use rml_core::{Error, Result};
+
+use crate::elementwise::check_rows;
+use crate::reduce::{row_mean_var, row_sum_map};
+use crate::simd::{Simd, dispatch, load_tail, sqrt_f32, store_tail};
+
+fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
+    match p {
+        Some(p) if p.len() != cols => Err(Error::LengthMismatch {
+            expected: cols,
+            got: p.len(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,
+/// absent beta = 0).
+#[inline(always)]
+fn affine_row<V: Simd>(
+    x: &[f32],
+    y: &mut [f32],
+    shift: f32,
+    scale: f32,
+    gamma: Option<&[f32]>,
+    beta: Option<&[f32]>,
+) {
+    let l = V::LANES;
+    let n = x.len();
+    let main = n - n % l;
+    let (sh, sc) = (V::splat(shift), V::splat(scale));
+    let one = [1.0f32; crate::simd::MAX_LANES];
+    let zero = [0.0f32; crate::simd::MAX_LANES];
+    let mut i = 0;
+    while i < main {
+        let g = gamma.map_or(
+            V::load(&one),
+            #[inline(always)]
+            |g| V::load(&g[i..]),
+        );
+        let b = beta.map_or(
+            V::load(&zero),
+            #[inline(always)]
+            |b| V::load(&b[i..]),
+        );
+        V::load(&x[i..])
+            .sub(sh)
+            .mul(sc)
+            .mul_add(g, b)
+            .store(&mut y[i..]);
+        i += l;
+    }
+    if main < n {
+        let g = gamma.map_or(
+            V::load(&one),
+            #[inline(always)]
+            |g| load_tail::<V>(&g[main..], 1.0),
+        );
+        let b = beta.map_or(
+            V::load(&zero),
+            #[inline(always)]
+            |b| load_tail::<V>(&b[main..], 0.0),
+        );
+        let v = load_tail::<V>(&x[main..], 0.0)
+            .sub(sh)
+            .mul(sc)
+            .mul_add(g, b);
+        store_tail(v, &mut y[main..]);
+    }
+}
+
+fn check_io(x: &[f32], cols: usize, rows: &Range<usize>, y: &[f32]) -> Result<(usize, usize)> {
+    let (first, count) = check_rows(x.len(), cols, rows)?;
+    if y.len() != count {
+        return Err(Error::LengthMismatch {
+            expected: count,
+            got: y.len(),
+        });
+    }
+    Ok((first, count))
+}
+
+/// Layer normalization of rows `rows` of `x` (`cols` columns) into `y` (exactly
+/// those rows): `y = (x - mean) / sqrt(var + eps) * gamma + beta`, with the
+/// population variance; `gamma` and `beta`, when given, have `cols` values.
+pub fn layer_norm_rows(
+    x: &[f32],
+    cols: usize,
+    rows: Range<usize>,
+    gamma: Option<&[f32]>,
+    beta: Option<&[f32]>,
+    eps: f32,
+    y: &mut [f32],
+) -> Result<()> {
+    let (first, count) = check_io(x, cols, &rows, y)?;
+    check_param(gamma, cols)?;
+    check_param(beta, cols)?;
+    if cols == 0 {
+        return Ok(());
+    }
+    let x = &x[first..first + count];
+    dispatch!(|V| {
+        for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
+            let (mean, var) = row_mean_var::<V>(xr);
+            let rstd = 1.0 / sqrt_f32(var + eps);
+            affine_row::<V>(xr, yr, mean, rstd, gamma, beta);
+        }
+    });
+    Ok(())
+}
+
+/// RMS normalization of rows `rows` of `x` (`cols` columns) into `y` (exactly those
+/// rows): `y = x / sqrt(mean(x^2) + eps) * gamma`; `gamma`, when given, has `cols`
+/// values.
+pub fn rms_norm_rows(
+    x: &[f32],
+    cols: usize,
+    rows: Range<usize>,
+    gamma: Option<&[f32]>,
+    eps: f32,
+    y: &mut [f32],
+) -> Result<()> {
+    let (first, count) = check_io(x, cols, &rows, y)?;
+    check_param(gamma, cols)?;
+    if cols == 0 {
+        return Ok(());
+    }
+    let x = &x[first..first + count];
+    dispatch!(|V| {
+        for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
+            let ms = row_sum_map::<V>(
+                xr,
+                #[inline(always)]
+                |v| v.mul(v),
+            ) / cols as f32;
+            let rstd = 1.0 / sqrt_f32(ms + eps);
+            affine_row::<V>(xr, yr, 0.0, rstd, gamma, None);
+        }
+    });
+    Ok(())
+}

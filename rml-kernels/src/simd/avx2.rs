@@ -1,0 +1,273 @@
+//! The x86_64 AVX2 + FMA + F16C implementation of [`Simd`]: eight f32 lanes.
+//!
+//! Every method is a safe wrapper over intrinsics. `F32x8` values are only created
+//! inside [`run`], which `dispatch!` calls only after `isa::active()` said AVX2, so
+//! the CPU has the features these intrinsics need; that is the safety argument of
+//! every `unsafe` block below.
+
+use core::arch::x86_64::*;
+
+use super::Simd;
+
+/// Eight f32 lanes in a ymm register.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct F32x8(__m256);
+
+/// Runs `f` in a context compiled with AVX2, FMA and F16C enabled, so that the
+/// generic kernel code `f` inlines is compiled for those features.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline]
+pub(crate) unsafe fn run<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: the caller guarantees the CPU features `run_avx2` is compiled for.
+    unsafe { run_avx2(f) }
+}
+
+// Under Miri, which implements no F16C intrinsics, the path runs without F16C
+// (`isa` then selects AVX2 without it and the f16 conversions use `half`).
+#[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
+#[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
+fn run_avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+impl Simd for F32x8 {
+    const LANES: usize = 8;
+    type Mask = __m256;
+
+    #[inline(always)]
+    fn load(s: &[f32]) -> Self {
+        assert!(s.len() >= 8);
+        // SAFETY: `s` holds at least 8 f32 (checked); loadu has no alignment
+        // requirement; AVX is available (module docs).
+        F32x8(unsafe { _mm256_loadu_ps(s.as_ptr()) })
+    }
+    #[inline(always)]
+    fn store(self, s: &mut [f32]) {
+        assert!(s.len() >= 8);
+        // SAFETY: `s` has room for 8 f32 (checked); storeu is unaligned; AVX is
+        // available (module docs).
+        unsafe { _mm256_storeu_ps(s.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn load_f16(s: &[u16]) -> Self {
+        assert!(s.len() >= 8);
+        #[cfg(miri)]
+        {
+            // Miri does not implement F16C; convert lane by lane as `half` does.
+            let mut f = [0.0f32; 8];
+            for (d, &h) in f.iter_mut().zip(s) {
+                *d = half::f16::from_bits(h).to_f32();
+            }
+            Self::load(&f)
+        }
+        #[cfg(not(miri))]
+        // SAFETY: 8 u16 = 16 bytes readable (checked); F16C available (module docs).
+        F32x8(unsafe { _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().cast())) })
+    }
+    #[inline(always)]
+    fn store_f16(self, s: &mut [u16]) {
+        assert!(s.len() >= 8);
+        #[cfg(miri)]
+        {
+            // Miri does not implement F16C; convert lane by lane as `half` does.
+            let mut f = [0.0f32; 8];
+            self.store(&mut f);
+            for (d, &v) in s.iter_mut().zip(&f) {
+                *d = half::f16::from_f32(v).to_bits();
+            }
+        }
+        #[cfg(not(miri))]
+        // SAFETY: 16 bytes writable (checked); F16C available (module docs).
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(self.0);
+            _mm_storeu_si128(s.as_mut_ptr().cast(), h);
+        }
+    }
+    #[inline(always)]
+    fn load_bf16(s: &[u16]) -> Self {
+        assert!(s.len() >= 8);
+        // SAFETY: 16 bytes readable (checked); AVX2 available (module docs).
+        unsafe {
+            let h = _mm_loadu_si128(s.as_ptr().cast());
+            let bits = _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h));
+            // NaN inputs come out quiet (the quiet bit set), as `half` does.
+            let abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fff_ffff));
+            let nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f80_0000));
+            let quiet = _mm256_and_si256(nan, _mm256_set1_epi32(0x0040_0000));
+            F32x8(_mm256_castsi256_ps(_mm256_or_si256(bits, quiet)))
+        }
+    }
+    #[inline(always)]
+    fn store_bf16(self, s: &mut [u16]) {
+        assert!(s.len() >= 8);
+        // SAFETY: 16 bytes writable (checked); AVX2 available (module docs).
+        unsafe {
+            let bits = _mm256_castps_si256(self.0);
+            let abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fff_ffff));
+            let nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f80_0000));
+            // Round to nearest even: add 0x7fff plus the lowest kept bit.
+            let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
+            let bias = _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff));
+            let rounded = _mm256_srli_epi32::<16>(_mm256_add_epi32(bits, bias));
+            let quiet = _mm256_or_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(0x40));
+            let out = _mm256_blendv_epi8(rounded, quiet, nan);
+            // Pack the eight 32-bit lanes (each < 2^16) to u16; packus works per
+            // 128-bit half, so fix the order of the 64-bit quarters afterwards.
+            let packed = _mm256_packus_epi32(out, out);
+            let ordered = _mm256_permute4x64_epi64::<0b1000>(packed);
+            _mm_storeu_si128(s.as_mut_ptr().cast(), _mm256_castsi256_si128(ordered));
+        }
+    }
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe { _mm256_set1_ps(v) })
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe { _mm256_add_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe { _mm256_sub_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe { _mm256_mul_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe { _mm256_div_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: FMA available (module docs).
+        F32x8(unsafe { _mm256_fmadd_ps(self.0, b.0, c.0) })
+    }
+    #[inline(always)]
+    fn mul_err(self, b: Self, p: Self) -> Self {
+        // SAFETY: FMA available (module docs).
+        F32x8(unsafe { _mm256_fmsub_ps(self.0, b.0, p.0) })
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        // SAFETY: AVX available (module docs).
+        unsafe {
+            // maxps returns its second operand when either is NaN; patch in a NaN
+            // first operand so NaN wins from both sides.
+            let m = _mm256_max_ps(self.0, o.0);
+            let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0);
+            F32x8(_mm256_blendv_ps(m, self.0, nan))
+        }
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        // SAFETY: AVX available (module docs).
+        unsafe {
+            let m = _mm256_min_ps(self.0, o.0);
+            let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0);
+            F32x8(_mm256_blendv_ps(m, self.0, nan))
+        }
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), self.0) })
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe { _mm256_sqrt_ps(self.0) })
+    }
+    #[inline(always)]
+    fn round(self) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe {
+            _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0)
+        })
+    }
+    #[inline(always)]
+    fn lt(self, o: Self) -> __m256 {
+        // SAFETY: AVX available (module docs).
+        unsafe { _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn eq(self, o: Self) -> __m256 {
+        // SAFETY: AVX available (module docs).
+        unsafe { _mm256_cmp_ps::<_CMP_EQ_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn is_nan(self) -> __m256 {
+        // SAFETY: AVX available (module docs).
+        unsafe { _mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0) }
+    }
+    #[inline(always)]
+    fn select(m: __m256, a: Self, b: Self) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe { _mm256_blendv_ps(b.0, a.0, m) })
+    }
+    #[inline(always)]
+    fn pow2(self) -> Self {
+        // SAFETY: AVX2 available (module docs).
+        unsafe {
+            let n = _mm256_cvtps_epi32(self.0);
+            let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(n, _mm256_set1_epi32(127)));
+            F32x8(_mm256_castsi256_ps(e))
+        }
+    }
+    #[inline(always)]
+    fn exponent_mantissa(self) -> (Self, Self) {
+        // SAFETY: AVX2 available (module docs).
+        unsafe {
+            let bits = _mm256_castps_si256(self.0);
+            let e = _mm256_sub_epi32(_mm256_srli_epi32::<23>(bits), _mm256_set1_epi32(127));
+            let m = _mm256_or_si256(
+                _mm256_and_si256(bits, _mm256_set1_epi32(0x007f_ffff)),
+                _mm256_set1_epi32(0x3f80_0000),
+            );
+            (F32x8(_mm256_cvtepi32_ps(e)), F32x8(_mm256_castsi256_ps(m)))
+        }
+    }
+    #[inline(always)]
+    fn copysign(self, sign: Self) -> Self {
+        // SAFETY: AVX available (module docs).
+        unsafe {
+            let mask = _mm256_set1_ps(-0.0);
+            F32x8(_mm256_or_ps(
+                _mm256_andnot_ps(mask, self.0),
+                _mm256_and_ps(mask, sign.0),
+            ))
+        }
+    }
+    #[inline(always)]
+    fn reduce_sum(self) -> f32 {
+        // SAFETY: AVX available (module docs).
+        unsafe {
+            let s = _mm_add_ps(
+                _mm256_castps256_ps128(self.0),
+                _mm256_extractf128_ps::<1>(self.0),
+            );
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            let s = _mm_add_ss(s, _mm_shuffle_ps::<0b01>(s, s));
+            _mm_cvtss_f32(s)
+        }
+    }
+    #[inline(always)]
+    fn reduce_max(self) -> f32 {
+        let mut lanes = [0.0f32; 8];
+        self.store(&mut lanes);
+        lanes.iter().fold(f32::NEG_INFINITY, |m, &v| {
+            if v.is_nan() || m.is_nan() {
+                f32::NAN
+            } else {
+                m.max(v)
+            }
+        })
+    }
+}

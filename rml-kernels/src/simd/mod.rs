@@ -1,0 +1,175 @@
+//! The portable SIMD vocabulary the vector kernels are written in.
+//!
+//! [`Simd`] is a vector of `f32` lanes with the handful of operations the math,
+//! elementwise, softmax, norm, reduction and conversion kernels need. Each kernel is
+//! written once as a generic `#[inline(always)]` function over `V: Simd` and
+//! instantiated for [`scalar::F32x1`] (every target), `avx2::F32x8` (x86_64) and
+//! `neon::F32x4` (aarch64) by [`dispatch!`]. All intrinsics and every `unsafe`
+//! block of the vector kernels live in the per-arch files of this module; the
+//! generic kernels are safe code over slices.
+//!
+//! Loads and stores take slices and check their length (the check folds away after
+//! `chunks_exact`), so no generic code handles raw pointers.
+
+pub(crate) mod scalar;
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2;
+
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+pub(crate) mod neon;
+
+/// Widest vector any path uses, in f32 lanes (sizes tail buffers).
+pub(crate) const MAX_LANES: usize = 8;
+
+/// A vector of `LANES` f32 values.
+///
+/// Semantics every implementation keeps: `max`/`min` propagate NaN from either
+/// operand; `round` rounds half to even and is only used on `|x| < 2^22`; `pow2`
+/// takes integral values in `[-126, 127]`; `exponent_mantissa` is only meaningful
+/// for positive normal inputs; masks are produced by comparisons, which are false
+/// when either side is NaN.
+pub(crate) trait Simd: Copy {
+    /// Number of f32 lanes.
+    const LANES: usize;
+    /// The result of a lane-wise comparison.
+    type Mask: Copy;
+
+    /// Loads the first `LANES` elements of `s` (panics if `s` is shorter).
+    fn load(s: &[f32]) -> Self;
+    /// Stores to the first `LANES` elements of `s` (panics if `s` is shorter).
+    fn store(self, s: &mut [f32]);
+    /// Loads `LANES` IEEE binary16 values (bit patterns) and widens them exactly.
+    fn load_f16(s: &[u16]) -> Self;
+    /// Narrows to IEEE binary16 with round-to-nearest-even and stores the bits.
+    fn store_f16(self, s: &mut [u16]);
+    /// Loads `LANES` bfloat16 values (bit patterns) and widens them exactly.
+    fn load_bf16(s: &[u16]) -> Self;
+    /// Narrows to bfloat16 with round-to-nearest-even and stores the bits.
+    fn store_bf16(self, s: &mut [u16]);
+
+    /// Every lane set to `v`.
+    fn splat(v: f32) -> Self;
+    /// Lane-wise `self + o`.
+    fn add(self, o: Self) -> Self;
+    /// Lane-wise `self - o`.
+    fn sub(self, o: Self) -> Self;
+    /// Lane-wise `self * o`.
+    fn mul(self, o: Self) -> Self;
+    /// Lane-wise `self / o`.
+    fn div(self, o: Self) -> Self;
+    /// `self * b + c`, fused where the ISA has FMA.
+    fn mul_add(self, b: Self, c: Self) -> Self;
+    /// The rounding error of `p = self * b`: exactly `self * b - p` (for finite
+    /// products away from overflow and underflow).
+    fn mul_err(self, b: Self, p: Self) -> Self;
+    /// Lane-wise maximum, NaN if either lane is NaN.
+    fn max(self, o: Self) -> Self;
+    /// Lane-wise minimum, NaN if either lane is NaN.
+    fn min(self, o: Self) -> Self;
+    /// Absolute value (clears the sign bit).
+    fn abs(self) -> Self;
+    /// Square root (correctly rounded).
+    fn sqrt(self) -> Self;
+    /// Round to nearest integer, ties to even (`|self| < 2^22`).
+    fn round(self) -> Self;
+    /// Lane-wise `self < o`.
+    fn lt(self, o: Self) -> Self::Mask;
+    /// Lane-wise `self == o`.
+    fn eq(self, o: Self) -> Self::Mask;
+    /// Lanes that are NaN.
+    fn is_nan(self) -> Self::Mask;
+    /// `m ? a : b` lane-wise.
+    fn select(m: Self::Mask, a: Self, b: Self) -> Self;
+    /// `2^self` for integral lanes in `[-126, 127]`.
+    fn pow2(self) -> Self;
+    /// For positive normal lanes: (unbiased exponent as f32, mantissa in `[1, 2)`).
+    fn exponent_mantissa(self) -> (Self, Self);
+    /// `|self|` with the sign bit of `sign`.
+    fn copysign(self, sign: Self) -> Self;
+    /// Sum of the lanes (in an ISA-specific order).
+    fn reduce_sum(self) -> f32;
+    /// Maximum of the lanes, NaN if any lane is NaN.
+    fn reduce_max(self) -> f32;
+}
+
+/// Loads `s.len() < V::LANES` elements, the missing lanes set to `pad`.
+#[inline(always)]
+pub(crate) fn load_tail<V: Simd>(s: &[f32], pad: f32) -> V {
+    let mut buf = [pad; MAX_LANES];
+    buf[..s.len()].copy_from_slice(s);
+    V::load(&buf)
+}
+
+/// Stores the first `s.len() < V::LANES` lanes of `v` to `s`.
+#[inline(always)]
+pub(crate) fn store_tail<V: Simd>(v: V, s: &mut [f32]) {
+    let mut buf = [0.0f32; MAX_LANES];
+    v.store(&mut buf);
+    let n = s.len();
+    s.copy_from_slice(&buf[..n]);
+}
+
+/// Correctly rounded f32 square root: the hardware instruction through `std`
+/// when available, `libm` otherwise (libm's x86 version is inline assembly,
+/// which Miri cannot run).
+#[inline(always)]
+pub(crate) fn sqrt_f32(x: f32) -> f32 {
+    #[cfg(feature = "std")]
+    {
+        x.sqrt()
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        libm::sqrtf(x)
+    }
+}
+
+/// Lane-wise clamp of `x` to `[lo, hi]` that keeps NaN lanes NaN.
+#[inline(always)]
+pub(crate) fn clamp<V: Simd>(x: V, lo: f32, hi: f32) -> V {
+    let (lo, hi) = (V::splat(lo), V::splat(hi));
+    V::select(x.lt(lo), lo, V::select(hi.lt(x), hi, x))
+}
+
+/// Runs `$body` with the type alias `$V` bound to the active ISA's vector type.
+///
+/// `$body` is compiled once per ISA; the AVX2 instance runs inside a function with
+/// `#[target_feature(enable = "avx2,fma,f16c")]`. Everything between that function
+/// and the intrinsics (this closure, the generic kernels, the `Simd` methods) is
+/// `#[inline(always)]`, so the intrinsics land in a function compiled with the
+/// features and inline; a plain closure here would stay an out-of-line call and
+/// leave every intrinsic a function call (10x slower than scalar).
+macro_rules! dispatch {
+    (|$V:ident| $body:expr) => {{
+        match $crate::isa::active() {
+            #[cfg(target_arch = "x86_64")]
+            $crate::isa::Isa::Avx2 => {
+                // SAFETY: `isa::active()` only returns `Avx2` when the CPU supports
+                // AVX2, FMA and F16C (`isa::force` refuses unsupported ISAs).
+                unsafe {
+                    $crate::simd::avx2::run(
+                        #[inline(always)]
+                        || {
+                            #[allow(dead_code)]
+                            type $V = $crate::simd::avx2::F32x8;
+                            $body
+                        },
+                    )
+                }
+            }
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            $crate::isa::Isa::Neon => {
+                #[allow(dead_code)]
+                type $V = $crate::simd::neon::F32x4;
+                $body
+            }
+            _ => {
+                #[allow(dead_code)]
+                type $V = $crate::simd::scalar::F32x1;
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use dispatch;

@@ -1,0 +1,206 @@
+//! The aarch64 Advanced SIMD (NEON) implementation of [`Simd`]: four f32 lanes.
+//!
+//! NEON is part of the aarch64 baseline this module is compiled for (it is gated on
+//! `target_feature = "neon"`), so every intrinsic is available; the `unsafe`
+//! blocks below only discharge that and the checked slice lengths. Half-precision
+//! conversion uses `fcvtl`/`fcvtn` through `asm!` because the `float16x4_t`
+//! intrinsics are not stable Rust.
+
+use core::arch::aarch64::*;
+use core::arch::asm;
+
+use super::Simd;
+
+/// Four f32 lanes in a q register.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct F32x4(float32x4_t);
+
+impl Simd for F32x4 {
+    const LANES: usize = 4;
+    type Mask = uint32x4_t;
+
+    #[inline(always)]
+    fn load(s: &[f32]) -> Self {
+        assert!(s.len() >= 4);
+        // SAFETY: 4 f32 readable (checked); NEON is baseline (module docs).
+        F32x4(unsafe { vld1q_f32(s.as_ptr()) })
+    }
+    #[inline(always)]
+    fn store(self, s: &mut [f32]) {
+        assert!(s.len() >= 4);
+        // SAFETY: 4 f32 writable (checked); NEON is baseline.
+        unsafe { vst1q_f32(s.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn load_f16(s: &[u16]) -> Self {
+        assert!(s.len() >= 4);
+        // SAFETY: 4 u16 readable (checked); `fcvtl` is baseline aarch64 SIMD and
+        // only reads and writes the named registers.
+        unsafe {
+            let h = vld1_u16(s.as_ptr());
+            let f: float32x4_t;
+            asm!("fcvtl {f:v}.4s, {h:v}.4h", h = in(vreg) h, f = out(vreg) f,
+                 options(pure, nomem, nostack, preserves_flags));
+            F32x4(f)
+        }
+    }
+    #[inline(always)]
+    fn store_f16(self, s: &mut [u16]) {
+        assert!(s.len() >= 4);
+        // SAFETY: 4 u16 writable (checked); `fcvtn` rounds per FPCR (nearest-even,
+        // the Linux default) and only touches the named registers.
+        unsafe {
+            let h: uint16x4_t;
+            asm!("fcvtn {h:v}.4h, {f:v}.4s", f = in(vreg) self.0, h = out(vreg) h,
+                 options(pure, nomem, nostack, preserves_flags));
+            vst1_u16(s.as_mut_ptr(), h);
+        }
+    }
+    #[inline(always)]
+    fn load_bf16(s: &[u16]) -> Self {
+        assert!(s.len() >= 4);
+        // SAFETY: 4 u16 readable (checked); NEON is baseline.
+        unsafe {
+            let bits = vshll_n_u16::<16>(vld1_u16(s.as_ptr()));
+            let abs = vandq_u32(bits, vdupq_n_u32(0x7fff_ffff));
+            let nan = vcgtq_u32(abs, vdupq_n_u32(0x7f80_0000));
+            let quiet = vandq_u32(nan, vdupq_n_u32(0x0040_0000));
+            F32x4(vreinterpretq_f32_u32(vorrq_u32(bits, quiet)))
+        }
+    }
+    #[inline(always)]
+    fn store_bf16(self, s: &mut [u16]) {
+        assert!(s.len() >= 4);
+        // SAFETY: 4 u16 writable (checked); NEON is baseline.
+        unsafe {
+            let bits = vreinterpretq_u32_f32(self.0);
+            let abs = vandq_u32(bits, vdupq_n_u32(0x7fff_ffff));
+            let nan = vcgtq_u32(abs, vdupq_n_u32(0x7f80_0000));
+            let lsb = vandq_u32(vshrq_n_u32::<16>(bits), vdupq_n_u32(1));
+            let bias = vaddq_u32(lsb, vdupq_n_u32(0x7fff));
+            let rounded = vshrn_n_u32::<16>(vaddq_u32(bits, bias));
+            let quiet = vorr_u16(vshrn_n_u32::<16>(bits), vdup_n_u16(0x40));
+            vst1_u16(s.as_mut_ptr(), vbsl_u16(vmovn_u32(nan), quiet, rounded));
+        }
+    }
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vdupq_n_f32(v) })
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vaddq_f32(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vsubq_f32(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vmulq_f32(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vdivq_f32(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vfmaq_f32(c.0, self.0, b.0) })
+    }
+    #[inline(always)]
+    fn mul_err(self, b: Self, p: Self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vfmaq_f32(vnegq_f32(p.0), self.0, b.0) })
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        // SAFETY: NEON is baseline; fmax propagates NaN.
+        F32x4(unsafe { vmaxq_f32(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        // SAFETY: NEON is baseline; fmin propagates NaN.
+        F32x4(unsafe { vminq_f32(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vabsq_f32(self.0) })
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vsqrtq_f32(self.0) })
+    }
+    #[inline(always)]
+    fn round(self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vrndnq_f32(self.0) })
+    }
+    #[inline(always)]
+    fn lt(self, o: Self) -> uint32x4_t {
+        // SAFETY: NEON is baseline.
+        unsafe { vcltq_f32(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn eq(self, o: Self) -> uint32x4_t {
+        // SAFETY: NEON is baseline.
+        unsafe { vceqq_f32(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn is_nan(self) -> uint32x4_t {
+        // SAFETY: NEON is baseline.
+        unsafe { vmvnq_u32(vceqq_f32(self.0, self.0)) }
+    }
+    #[inline(always)]
+    fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vbslq_f32(m, a.0, b.0) })
+    }
+    #[inline(always)]
+    fn pow2(self) -> Self {
+        // SAFETY: NEON is baseline.
+        unsafe {
+            let n = vcvtq_s32_f32(self.0);
+            let e = vshlq_n_s32::<23>(vaddq_s32(n, vdupq_n_s32(127)));
+            F32x4(vreinterpretq_f32_s32(e))
+        }
+    }
+    #[inline(always)]
+    fn exponent_mantissa(self) -> (Self, Self) {
+        // SAFETY: NEON is baseline.
+        unsafe {
+            let bits = vreinterpretq_u32_f32(self.0);
+            let e = vsubq_s32(
+                vreinterpretq_s32_u32(vshrq_n_u32::<23>(bits)),
+                vdupq_n_s32(127),
+            );
+            let m = vorrq_u32(
+                vandq_u32(bits, vdupq_n_u32(0x007f_ffff)),
+                vdupq_n_u32(0x3f80_0000),
+            );
+            (F32x4(vcvtq_f32_s32(e)), F32x4(vreinterpretq_f32_u32(m)))
+        }
+    }
+    #[inline(always)]
+    fn copysign(self, sign: Self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vbslq_f32(vdupq_n_u32(0x8000_0000), sign.0, self.0) })
+    }
+    #[inline(always)]
+    fn reduce_sum(self) -> f32 {
+        // SAFETY: NEON is baseline.
+        unsafe { vaddvq_f32(self.0) }
+    }
+    #[inline(always)]
+    fn reduce_max(self) -> f32 {
+        // SAFETY: NEON is baseline; fmaxv propagates NaN.
+        unsafe { vmaxvq_f32(self.0) }
+    }
+}

@@ -1,0 +1,133 @@
+//! Numerically stable row softmax: `y = exp(x - max(x)) / sum(exp(x - max(x)))`
+//! per row of a row-major matrix.
+//!
+//! Three passes over each row (max; exponentials and their sum; scaling), the
+//! last two on data a row-sized working set keeps in cache. A row containing NaN
+//! or `+inf` gives NaN; a row of all `-inf` gives NaN (0/0), as in PyTorch.
+
+use core::ops::Range;
+
+use rml_core::{Error, Result};
+
+use crate::elementwise::check_rows;
+use crate::math::exp_v;
+use crate::reduce::row_max;
+use crate::simd::{Simd, dispatch, load_tail, store_tail};
+
+#[inline(always)]
+fn exp_sub_sum<V: Simd>(x: &[f32], y: &mut [f32], max: f32) -> f32 {
+    let l = V::LANES;
+    let m = V::splat(max);
+    let main = x.len() - x.len() % l;
+    let mut acc = [V::splat(0.0); 2];
+    for (i, (xc, yc)) in x[..main]
+        .chunks_exact(l)
+        .zip(y[..main].chunks_exact_mut(l))
+        .enumerate()
+    {
+        let e = exp_v(V::load(xc).sub(m));
+        acc[i & 1] = acc[i & 1].add(e);
+        e.store(yc);
+    }
+    let mut sum = acc[0].add(acc[1]).reduce_sum();
+    if main < x.len() {
+        let mut buf = [0.0f32; crate::simd::MAX_LANES];
+        let t = x.len() - main;
+        exp_v(load_tail::<V>(&x[main..], f32::NEG_INFINITY).sub(m)).store(&mut buf);
+        y[main..].copy_from_slice(&buf[..t]);
+        sum += buf[..t].iter().sum::<f32>();
+    }
+    sum
+}
+
+#[inline(always)]
+fn scale<V: Simd>(y: &mut [f32], s: f32) {
+    let l = V::LANES;
+    let sv = V::splat(s);
+    let main = y.len() - y.len() % l;
+    let (ym, yt) = y.split_at_mut(main);
+    for c in ym.chunks_exact_mut(l) {
+        V::load(c).mul(sv).store(c);
+    }
+    if !yt.is_empty() {
+        let v = load_tail::<V>(yt, 0.0).mul(sv);
+        store_tail(v, yt);
+    }
+}
+
+#[inline(always)]
+fn softmax_row<V: Simd>(x: &[f32], y: &mut [f32]) {
+    let max = row_max::<V>(x);
+    let sum = exp_sub_sum::<V>(x, y, max);
+    scale::<V>(y, 1.0 / sum);
+}
+
+/// Softmax of rows `rows` of the row-major matrix `x` (`cols` columns) into `y`,
+/// which holds exactly those rows (`rows.len() * cols` values).
+///
+/// Errors: [`Error::BufferTooSmall`] if `x` has fewer than `rows.end * cols`
+/// values, [`Error::LengthMismatch`] for a wrongly sized `y`.
+pub fn softmax_rows(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32]) -> Result<()> {
+    let (first, count) = check_rows(x.len(), cols, &rows)?;
+    if y.len() != count {
+        return Err(Error::LengthMismatch {
+            expected: count,
+            got: y.len(),
+        });
+    }
+    if cols == 0 {
+        return Ok(());
+    }
+    let x = &x[first..first + count];
+    dispatch!(|V| {
+        for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
+            softmax_row::<V>(xr, yr);
+        }
+    });
+    Ok(())
+}
+
+/// Softmax of every row of `x` (`cols` columns) in place; `x.len()` must be a
+/// multiple of `cols` ([`Error::LengthMismatch`] otherwise).
+pub fn softmax_rows_inplace(x: &mut [f32], cols: usize) -> Result<()> {
+    if cols == 0 {
+        return Ok(());
+    }
+    if !x.len().is_multiple_of(cols) {
+        return Err(Error::LengthMismatch {
+            expected: x.len() - x.len() % cols,
+            got: x.len(),
+        });
+    }
+    dispatch!(|V| {
+        for r in x.chunks_exact_mut(cols) {
+            let max = row_max::<V>(r);
+            let sum = exp_sub_sum_inplace::<V>(r, max);
+            scale::<V>(r, 1.0 / sum);
+        }
+    });
+    Ok(())
+}
+
+#[inline(always)]
+fn exp_sub_sum_inplace<V: Simd>(x: &mut [f32], max: f32) -> f32 {
+    let l = V::LANES;
+    let m = V::splat(max);
+    let main = x.len() - x.len() % l;
+    let (xm, xt) = x.split_at_mut(main);
+    let mut acc = [V::splat(0.0); 2];
+    for (i, c) in xm.chunks_exact_mut(l).enumerate() {
+        let e = exp_v(V::load(c).sub(m));
+        acc[i & 1] = acc[i & 1].add(e);
+        e.store(c);
+    }
+    let mut sum = acc[0].add(acc[1]).reduce_sum();
+    if !xt.is_empty() {
+        let mut buf = [0.0f32; crate::simd::MAX_LANES];
+        let t = xt.len();
+        exp_v(load_tail::<V>(xt, f32::NEG_INFINITY).sub(m)).store(&mut buf);
+        xt.copy_from_slice(&buf[..t]);
+        sum += buf[..t].iter().sum::<f32>();
+    }
+    sum
+}

@@ -1,0 +1,650 @@
+//! Vector kernels against plain f64 (libm) references: every ISA path the machine
+//! runs, sizes 0, 1, primes and non-multiples of the vector width, unaligned
+//! sub-slices, and dense sweeps of the f32 range for the math functions.
+
+use half::{bf16, f16};
+use rml_kernels::convert;
+use rml_kernels::elementwise::{BinaryOp, Operand, UnaryOp, binary, unary, unary_inplace};
+use rml_kernels::isa::Isa;
+use rml_kernels::math;
+use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
+use rml_kernels::reduce::{ReduceOp, reduce_rows};
+use rml_kernels::softmax::{softmax_rows, softmax_rows_inplace};
+use rml_kernels::testing::{Rng, SIZES, for_each_isa, test_len, ulp_error};
+
+/// Softmax: |y - ref| <= SOFTMAX_ATOL + SOFTMAX_RTOL |ref|.
+const SOFTMAX_RTOL: f64 = 1e-5;
+const SOFTMAX_ATOL: f64 = 1e-9;
+/// Norms: |y - ref| <= NORM_ATOL + NORM_RTOL |ref| (inputs O(1)..O(100)).
+const NORM_RTOL: f64 = 1e-5;
+const NORM_ATOL: f64 = 1e-5;
+/// Sums: |y - ref| <= n * f32::EPSILON * sum |x| (the worst case of any order).
+const SUM_EPS_PER_TERM: f64 = f32::EPSILON as f64;
+/// Variance relative tolerance (two-pass, inputs with an offset).
+const VAR_RTOL: f64 = 1e-4;
+
+// --- f64 references ----------------------------------------------------------------
+
+fn sigmoid64(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + libm::exp(-x))
+    } else {
+        let e = libm::exp(x);
+        e / (1.0 + e)
+    }
+}
+
+fn reference(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Exp => libm::exp(x),
+        UnaryOp::Log => libm::log(x),
+        UnaryOp::Tanh => libm::tanh(x),
+        UnaryOp::Sigmoid => sigmoid64(x),
+        UnaryOp::Erf => libm::erf(x),
+        UnaryOp::Gelu => 0.5 * x * libm::erfc(-x / core::f64::consts::SQRT_2),
+        UnaryOp::GeluTanh => {
+            let u = (2.0 / core::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            x / (1.0 + libm::exp(-2.0 * u))
+        }
+        UnaryOp::Silu => x * sigmoid64(x),
+        UnaryOp::Softplus => x.max(0.0) + libm::log1p(libm::exp(-x.abs())),
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Relu => {
+            if x < 0.0 {
+                0.0
+            } else {
+                x
+            }
+        }
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Square => x * x,
+        UnaryOp::Recip => 1.0 / x,
+    }
+}
+
+/// (max ULP over normal results, the x below which `tail_ulp` applies instead,
+/// tail_ulp); subnormal results are held to `MATH_SUBNORMAL_ABS`.
+fn bounds(op: UnaryOp) -> (f64, f32, f64) {
+    let none = f32::NEG_INFINITY;
+    match op {
+        UnaryOp::Exp => (math::EXP_MAX_ULP, none, 0.0),
+        UnaryOp::Log => (math::LOG_MAX_ULP, none, 0.0),
+        UnaryOp::Tanh => (math::TANH_MAX_ULP, none, 0.0),
+        UnaryOp::Sigmoid => (math::SIGMOID_MAX_ULP, none, 0.0),
+        UnaryOp::Erf => (math::ERF_MAX_ULP, none, 0.0),
+        UnaryOp::Gelu => (math::GELU_MAX_ULP, none, 0.0),
+        UnaryOp::GeluTanh => (
+            math::GELU_TANH_MAX_ULP,
+            math::GELU_TANH_TAIL_X,
+            math::GELU_TANH_TAIL_MAX_ULP,
+        ),
+        UnaryOp::Silu => (math::SILU_MAX_ULP, none, 0.0),
+        UnaryOp::Softplus => (math::SOFTPLUS_MAX_ULP, none, 0.0),
+        // Correctly rounded.
+        _ => (0.5, none, 0.0),
+    }
+}
+
+fn is_math(op: UnaryOp) -> bool {
+    !matches!(
+        op,
+        UnaryOp::Neg
+            | UnaryOp::Abs
+            | UnaryOp::Relu
+            | UnaryOp::Sqrt
+            | UnaryOp::Square
+            | UnaryOp::Recip
+    )
+}
+
+/// Checks `y = op(x)` elementwise against the f64 reference; returns max ULP seen
+/// over normal results.
+fn check_unary(isa: Isa, op: UnaryOp, x: &[f32], y: &[f32]) -> f64 {
+    let (max_ulp, tail, tail_ulp) = bounds(op);
+    let mut worst = 0.0f64;
+    for (&xi, &yi) in x.iter().zip(y) {
+        let want = reference(op, xi as f64);
+        let bound = if xi < tail { tail_ulp } else { max_ulp };
+        let e = ulp_error(yi, want);
+        let ok = if want.is_nan() || want.is_infinite() || want.abs() >= f32::MIN_POSITIVE as f64 {
+            if e.is_finite() && xi >= tail {
+                worst = worst.max(e);
+            }
+            e <= bound
+        } else {
+            e <= bound || (yi as f64 - want).abs() <= math::MATH_SUBNORMAL_ABS
+        };
+        assert!(
+            ok,
+            "{} {}: x = {xi:e} ({:#010x}): got {yi:e}, want {want:e} ({} ulp)",
+            isa.name(),
+            op.name(),
+            xi.to_bits(),
+            ulp_error(yi, want)
+        );
+    }
+    worst
+}
+
+fn specials() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+        f32::from_bits(1),
+        f32::from_bits(0x8000_0001),
+        f32::from_bits(0x007f_ffff),
+        f32::MAX,
+        f32::MIN,
+        1.0,
+        -1.0,
+        0.55,
+        -0.55,
+        0.875,
+        -0.875,
+        1.2374,
+        4.0,
+        -4.0,
+        9.0,
+        88.72283,
+        88.72284,
+        -87.33655,
+        -103.27893,
+        -103.97208,
+        -104.5,
+        20.0,
+        -20.0,
+        -10.0,
+        -14.0,
+        -5.0,
+        1e-20,
+        -1e-20,
+        1e30,
+        -1e30,
+        core::f32::consts::SQRT_2,
+        core::f32::consts::FRAC_1_SQRT_2,
+    ];
+    let mut more = Vec::new();
+    for &s in &v {
+        if s.is_finite() && s != 0.0 {
+            more.push(f32::from_bits(s.to_bits() + 1));
+            more.push(f32::from_bits(s.to_bits() - 1));
+        }
+    }
+    v.extend(more);
+    v
+}
+
+#[test]
+fn math_dense_sweep_within_documented_bounds() {
+    // Every `stride`-th f32 bit pattern (both signs, all exponents), plus specials.
+    let stride: u64 = test_len(2039, (1 << 32) / 97) as u64;
+    let mut xs: Vec<f32> = (0..(1u64 << 32) / stride)
+        .map(|i| f32::from_bits((i * stride) as u32))
+        .collect();
+    xs.extend(specials());
+    let mut y = vec![0.0f32; xs.len()];
+    for_each_isa(|isa| {
+        for op in UnaryOp::ALL {
+            unary(op, &xs, &mut y).unwrap();
+            let worst = check_unary(isa, op, &xs, &y);
+            println!("{:>6} {:>10}: max {worst:.3} ulp", isa.name(), op.name());
+        }
+    });
+}
+
+#[test]
+fn math_dense_sweep_of_the_active_ranges() {
+    // Dense uniform grids over the ranges where the functions change.
+    let n = test_len(200_000, 64);
+    for_each_isa(|isa| {
+        for op in UnaryOp::ALL.into_iter().filter(|&op| is_math(op)) {
+            let (lo, hi) = match op {
+                UnaryOp::Exp => (-104.0, 89.0),
+                UnaryOp::Log => (0.0, 4.0),
+                UnaryOp::Erf | UnaryOp::Tanh => (-6.0, 6.0),
+                UnaryOp::Gelu | UnaryOp::GeluTanh => (-16.0, 16.0),
+                _ => (-110.0, 30.0),
+            };
+            let xs: Vec<f32> = (0..n)
+                .map(|i| lo + (hi - lo) * (i as f32 / n as f32))
+                .collect();
+            let mut y = vec![0.0f32; n];
+            unary(op, &xs, &mut y).unwrap();
+            check_unary(isa, op, &xs, &y);
+        }
+    });
+}
+
+#[test]
+fn unary_matches_elementwise_on_ragged_unaligned_slices() {
+    let mut rng = Rng::new(1);
+    for_each_isa(|isa| {
+        for op in UnaryOp::ALL {
+            for &n in SIZES {
+                for offset in 0..3 {
+                    let mut buf = vec![0.0f32; n + offset];
+                    rng.fill(&mut buf, -12.0, 12.0);
+                    let x = &buf[offset..];
+                    let mut out = vec![f32::NAN; n + 1];
+                    unary(op, x, &mut out[1..]).unwrap();
+                    check_unary(isa, op, x, &out[1..]);
+                    // Each element is computed the same wherever it lies in the slice.
+                    for (i, &xi) in x.iter().enumerate() {
+                        let mut one = [0.0f32];
+                        unary(op, &[xi], &mut one).unwrap();
+                        assert!(
+                            same(one[0], out[1 + i]),
+                            "{} {} n={n}",
+                            isa.name(),
+                            op.name()
+                        );
+                    }
+                    // In place gives the same bits.
+                    let mut inplace = x.to_vec();
+                    unary_inplace(op, &mut inplace);
+                    let ok = inplace.iter().zip(&out[1..]).all(|(a, b)| same(*a, *b));
+                    assert!(ok, "{} {} in place differs", isa.name(), op.name());
+                }
+            }
+        }
+    });
+    let mut y = [0.0f32; 2];
+    assert!(unary(UnaryOp::Exp, &[1.0], &mut y).is_err());
+    assert!(math::exp(&[1.0, 2.0, 3.0], &mut y).is_err());
+}
+
+/// A math slice function, its in-place form, and the op they stand for.
+type MathFns = (
+    UnaryOp,
+    fn(&[f32], &mut [f32]) -> rml_core::Result<()>,
+    fn(&mut [f32]),
+);
+
+#[test]
+fn math_slice_functions_match_unary() {
+    let x: Vec<f32> = (0..37).map(|i| i as f32 * 0.37 - 6.0).collect();
+    let fns: [MathFns; 9] = [
+        (UnaryOp::Exp, math::exp, math::exp_inplace),
+        (UnaryOp::Log, math::log, math::log_inplace),
+        (UnaryOp::Tanh, math::tanh, math::tanh_inplace),
+        (UnaryOp::Sigmoid, math::sigmoid, math::sigmoid_inplace),
+        (UnaryOp::Erf, math::erf, math::erf_inplace),
+        (UnaryOp::Gelu, math::gelu, math::gelu_inplace),
+        (UnaryOp::GeluTanh, math::gelu_tanh, math::gelu_tanh_inplace),
+        (UnaryOp::Silu, math::silu, math::silu_inplace),
+        (UnaryOp::Softplus, math::softplus, math::softplus_inplace),
+    ];
+    for_each_isa(|_| {
+        for (op, f, fi) in fns {
+            let mut a = vec![0.0; x.len()];
+            let mut b = vec![0.0; x.len()];
+            f(&x, &mut a).unwrap();
+            unary(op, &x, &mut b).unwrap();
+            let mut c = x.clone();
+            fi(&mut c);
+            for i in 0..x.len() {
+                assert!(same(a[i], b[i]) && same(a[i], c[i]));
+            }
+        }
+    });
+}
+
+/// Equal bits, or both NaN (NaN sign and payload are not specified by IEEE 754
+/// arithmetic, and Miri randomizes them).
+fn same(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+#[test]
+fn binary_broadcasting_matches_scalar_semantics() {
+    let mut rng = Rng::new(2);
+    let row_counts = [0usize, 1, 3];
+    for_each_isa(|isa| {
+        for op in BinaryOp::ALL {
+            for &cols in SIZES {
+                for &nrows in &row_counts {
+                    let mut a = vec![0.0f32; nrows * cols + 1];
+                    let mut b = vec![0.0f32; nrows * cols + 2];
+                    rng.fill(&mut a, -4.0, 4.0);
+                    rng.fill(&mut b, -4.0, 4.0);
+                    if a.len() > 3 {
+                        a[2] = f32::NAN;
+                        b[3] = f32::NAN;
+                        b[1] = 0.0;
+                    }
+                    let mut row = vec![0.0f32; cols];
+                    rng.fill(&mut row, 0.5, 2.0);
+                    // Unaligned matrix operands.
+                    let (a, b) = (&a[1..], &b[2..]);
+                    let s = rng.uniform(-3.0, 3.0);
+                    let kinds = [Operand::Matrix(a), Operand::Row(&row), Operand::Scalar(s)];
+                    let kinds_b = [Operand::Matrix(b), Operand::Row(&row), Operand::Scalar(s)];
+                    for lhs in kinds {
+                        for rhs in kinds_b {
+                            let at = |o: &Operand<'_>, r: usize, c: usize| match *o {
+                                Operand::Matrix(m) => m[r * cols + c],
+                                Operand::Row(v) => v[c],
+                                Operand::Scalar(v) => v,
+                            };
+                            let start = nrows.min(1);
+                            let rows = start..nrows;
+                            let mut out = vec![0.0f32; rows.len() * cols];
+                            binary(op, lhs, rhs, cols, rows.clone(), &mut out).unwrap();
+                            for r in rows.clone() {
+                                for c in 0..cols {
+                                    let want = op.apply(at(&lhs, r, c), at(&rhs, r, c));
+                                    let got = out[(r - start) * cols + c];
+                                    assert!(
+                                        same(got, want),
+                                        "{} {} cols={cols} r={r} c={c}: {got} vs {want}",
+                                        isa.name(),
+                                        op.name()
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    });
+    let m = [1.0f32; 6];
+    let mut out = [0.0f32; 6];
+    assert!(
+        binary(
+            BinaryOp::Add,
+            Operand::Matrix(&m),
+            Operand::Row(&m[..2]),
+            3,
+            0..2,
+            &mut out
+        )
+        .is_err()
+    );
+    assert!(
+        binary(
+            BinaryOp::Add,
+            Operand::Matrix(&m),
+            Operand::Scalar(1.0),
+            3,
+            0..3,
+            &mut out
+        )
+        .is_err()
+    );
+    assert!(
+        binary(
+            BinaryOp::Add,
+            Operand::Matrix(&m),
+            Operand::Scalar(1.0),
+            3,
+            0..1,
+            &mut out
+        )
+        .is_err()
+    );
+}
+
+fn softmax64(x: &[f32]) -> Vec<f64> {
+    let m = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+    let e: Vec<f64> = x.iter().map(|&v| libm::exp(v as f64 - m)).collect();
+    let s: f64 = e.iter().sum();
+    e.iter().map(|v| v / s).collect()
+}
+
+#[test]
+fn softmax_matches_reference() {
+    let mut rng = Rng::new(3);
+    for_each_isa(|isa| {
+        for &cols in SIZES {
+            for scale in [1.0f32, 30.0] {
+                let nrows = 3;
+                let mut x = vec![0.0f32; nrows * cols + 1];
+                rng.fill(&mut x, -scale, scale);
+                if cols > 2 {
+                    x[1 + cols + 1] = f32::NEG_INFINITY;
+                }
+                let x = &x[1..];
+                let mut y = vec![0.0f32; 2 * cols];
+                softmax_rows(x, cols, 1..3, &mut y).unwrap();
+                for r in 1..3 {
+                    let want = softmax64(&x[r * cols..(r + 1) * cols]);
+                    for c in 0..cols {
+                        let got = y[(r - 1) * cols + c] as f64;
+                        assert!(
+                            (got - want[c]).abs() <= SOFTMAX_ATOL + SOFTMAX_RTOL * want[c],
+                            "{} cols={cols}: {got} vs {}",
+                            isa.name(),
+                            want[c]
+                        );
+                    }
+                }
+                let mut z = x[cols..].to_vec();
+                softmax_rows_inplace(&mut z, cols).unwrap();
+                assert!(z.iter().zip(&y).all(|(a, b)| same(*a, *b)));
+            }
+        }
+        let mut y = [0.0f32; 3];
+        softmax_rows(&[1.0, f32::NAN, 0.0], 3, 0..1, &mut y).unwrap();
+        assert!(y.iter().all(|v| v.is_nan()));
+        softmax_rows(&[1000.0, 1000.0, -1000.0], 3, 0..1, &mut y).unwrap();
+        assert_eq!(y, [0.5, 0.5, 0.0]);
+    });
+    let mut y = [0.0f32; 4];
+    assert!(softmax_rows(&[0.0; 4], 2, 0..3, &mut y).is_err());
+    assert!(softmax_rows_inplace(&mut [0.0; 5], 2).is_err());
+}
+
+#[test]
+fn norms_match_reference() {
+    let mut rng = Rng::new(4);
+    for_each_isa(|isa| {
+        for &cols in SIZES {
+            let nrows = 3;
+            let mut x = vec![0.0f32; nrows * cols + 3];
+            rng.fill(&mut x, -2.0, 2.0);
+            for (i, v) in x.iter_mut().enumerate() {
+                *v += if i % 2 == 0 { 50.0 } else { 0.0 };
+            }
+            let x = &x[3..];
+            let mut g = vec![0.0f32; cols];
+            let mut b = vec![0.0f32; cols];
+            rng.fill(&mut g, 0.5, 1.5);
+            rng.fill(&mut b, -1.0, 1.0);
+            let eps = 1e-5f32;
+            for (gamma, beta) in [
+                (None, None),
+                (Some(&g[..]), Some(&b[..])),
+                (Some(&g[..]), None),
+            ] {
+                let mut y = vec![0.0f32; 2 * cols];
+                layer_norm_rows(x, cols, 1..3, gamma, beta, eps, &mut y).unwrap();
+                let mut z = vec![0.0f32; 2 * cols];
+                rms_norm_rows(x, cols, 1..3, gamma, eps, &mut z).unwrap();
+                for r in 1..3 {
+                    let row: Vec<f64> = x[r * cols..(r + 1) * cols]
+                        .iter()
+                        .map(|&v| v as f64)
+                        .collect();
+                    let n = cols as f64;
+                    let mean = row.iter().sum::<f64>() / n;
+                    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+                    let ms = row.iter().map(|v| v * v).sum::<f64>() / n;
+                    for c in 0..cols {
+                        let gc = gamma.map_or(1.0, |g| g[c] as f64);
+                        let bc = beta.map_or(0.0, |b| b[c] as f64);
+                        let want = (row[c] - mean) / (var + eps as f64).sqrt() * gc + bc;
+                        let got = y[(r - 1) * cols + c] as f64;
+                        assert!(
+                            (got - want).abs() <= NORM_ATOL + NORM_RTOL * want.abs(),
+                            "{} layer_norm cols={cols}: {got} vs {want}",
+                            isa.name()
+                        );
+                        let want = row[c] / (ms + eps as f64).sqrt() * gc;
+                        let got = z[(r - 1) * cols + c] as f64;
+                        assert!(
+                            (got - want).abs() <= NORM_ATOL + NORM_RTOL * want.abs(),
+                            "{} rms_norm cols={cols}: {got} vs {want}",
+                            isa.name()
+                        );
+                    }
+                }
+            }
+        }
+    });
+    let mut y = [0.0f32; 4];
+    assert!(layer_norm_rows(&[0.0; 4], 2, 0..2, Some(&[1.0]), None, 1e-5, &mut y).is_err());
+    assert!(rms_norm_rows(&[0.0; 4], 2, 0..2, None, 1e-5, &mut y[..3]).is_err());
+}
+
+#[test]
+fn reductions_match_reference() {
+    let mut rng = Rng::new(5);
+    for_each_isa(|isa| {
+        for &cols in SIZES {
+            let nrows = 4;
+            let mut x = vec![0.0f32; nrows * cols + 1];
+            rng.fill(&mut x, -3.0, 5.0);
+            let x = &x[1..];
+            for op in ReduceOp::ALL {
+                let mut out = vec![0.0f32; 3];
+                reduce_rows(op, x, cols, 1..4, &mut out).unwrap();
+                for r in 1..4 {
+                    let row: Vec<f64> = x[r * cols..(r + 1) * cols]
+                        .iter()
+                        .map(|&v| v as f64)
+                        .collect();
+                    let n = cols as f64;
+                    let sum: f64 = row.iter().sum();
+                    let abs: f64 = row.iter().map(|v| v.abs()).sum();
+                    let got = out[r - 1] as f64;
+                    let (want, tol) = match op {
+                        ReduceOp::Sum => (sum, n * SUM_EPS_PER_TERM * abs),
+                        ReduceOp::Max => {
+                            (row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v)), 0.0)
+                        }
+                        ReduceOp::Mean => (sum / n, (n * SUM_EPS_PER_TERM * abs + 1e-30) / n),
+                        ReduceOp::Variance => {
+                            let mean = sum / n;
+                            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+                            (var, VAR_RTOL * var + 1e-12)
+                        }
+                    };
+                    if cols == 0 {
+                        let ok = match op {
+                            ReduceOp::Sum => got == 0.0,
+                            ReduceOp::Max => got == f64::NEG_INFINITY,
+                            _ => got.is_nan(),
+                        };
+                        assert!(ok, "{} {} of an empty row: {got}", isa.name(), op.name());
+                    } else {
+                        assert!(
+                            (got - want).abs() <= tol,
+                            "{} {} cols={cols}: {got} vs {want}",
+                            isa.name(),
+                            op.name()
+                        );
+                    }
+                }
+            }
+            if cols > 2 {
+                let mut y = x[..cols].to_vec();
+                y[cols - 1] = f32::NAN;
+                let mut out = [0.0f32];
+                reduce_rows(ReduceOp::Max, &y, cols, 0..1, &mut out).unwrap();
+                assert!(out[0].is_nan(), "{} max ignores NaN", isa.name());
+            }
+        }
+    });
+    let mut out = [0.0f32; 2];
+    assert!(reduce_rows(ReduceOp::Sum, &[0.0; 4], 2, 0..3, &mut out).is_err());
+    assert!(reduce_rows(ReduceOp::Sum, &[0.0; 4], 2, 0..1, &mut out).is_err());
+}
+
+#[test]
+fn conversions_match_half_bit_for_bit() {
+    // Every f16 and bf16 bit pattern widens exactly as `half` does.
+    let step = test_len(1, 4099);
+    let all: Vec<u16> = (0..=u16::MAX).step_by(step).collect();
+    let h: Vec<f16> = all.iter().map(|&b| f16::from_bits(b)).collect();
+    let bh: Vec<bf16> = all.iter().map(|&b| bf16::from_bits(b)).collect();
+    // f32 inputs: a strided sweep of bit patterns, ties, specials.
+    let stride = test_len(4093, (1 << 32) / 61) as u64;
+    let mut xs: Vec<f32> = (0..(1u64 << 32) / stride)
+        .map(|i| f32::from_bits((i * stride) as u32))
+        .collect();
+    xs.extend(specials());
+    for b in [0x3c00u32, 0x0001, 0x03ff, 0x7bff, 0x0400] {
+        // f16 ties and near-ties in the f32 domain.
+        let f = f16::from_bits(b as u16).to_f32().to_bits();
+        xs.extend([f + 0x1000, f + 0x0fff, f + 0x1001, f + 0x3000, f - 0x1000].map(f32::from_bits));
+    }
+    for b in [0x3f80_0000u32, 0x3f81_0000, 0x0001_0000] {
+        xs.extend([b + 0x8000, b + 0x7fff, b + 0x8001, b + 0x18000].map(f32::from_bits));
+    }
+    xs.extend([
+        f32::from_bits(0x7f80_0001),
+        f32::from_bits(0xffc0_1234),
+        f32::from_bits(0x7fbf_ffff),
+    ]);
+    for_each_isa(|isa| {
+        for &n in SIZES.iter().chain([all.len()].iter()) {
+            let off = n.min(1);
+            let n = n.min(all.len() - off);
+            let mut f = vec![0.0f32; n];
+            convert::f16_to_f32(&h[off..off + n], &mut f).unwrap();
+            for (i, v) in f.iter().enumerate() {
+                assert_eq!(
+                    v.to_bits(),
+                    h[off + i].to_f32().to_bits(),
+                    "{} f16 {:#06x}",
+                    isa.name(),
+                    h[off + i].to_bits()
+                );
+            }
+            convert::bf16_to_f32(&bh[off..off + n], &mut f).unwrap();
+            for (i, v) in f.iter().enumerate() {
+                assert_eq!(
+                    v.to_bits(),
+                    bh[off + i].to_f32().to_bits(),
+                    "{} bf16 {:#06x}",
+                    isa.name(),
+                    bh[off + i].to_bits()
+                );
+            }
+        }
+        for &n in SIZES.iter().chain([xs.len() - 1].iter()) {
+            let off = n.min(1);
+            let src = &xs[off..off + n];
+            let mut h = vec![f16::ZERO; n];
+            let mut b = vec![bf16::ZERO; n];
+            convert::f32_to_f16(src, &mut h).unwrap();
+            convert::f32_to_bf16(src, &mut b).unwrap();
+            for i in 0..n {
+                assert_eq!(
+                    h[i].to_bits(),
+                    f16::from_f32(src[i]).to_bits(),
+                    "{} f32->f16 {:#010x}",
+                    isa.name(),
+                    src[i].to_bits()
+                );
+                assert_eq!(
+                    b[i].to_bits(),
+                    bf16::from_f32(src[i]).to_bits(),
+                    "{} f32->bf16 {:#010x}",
+                    isa.name(),
+                    src[i].to_bits()
+                );
+            }
+        }
+    });
+    let mut f = [0.0f32; 2];
+    assert!(convert::f16_to_f32(&[f16::ONE], &mut f).is_err());
+}
