@@ -1,5 +1,5 @@
 //! Opening GGUF files by mmap: [`MappedFile`] and [`GgufFile`]. The one `unsafe`
-//! call of the GGUF module (creating the mapping) lives in [`map_file`].
+//! call (creating the mapping) is rml-host's single `mmap` module, called by `map_file`.
 
 use std::fs::File;
 use std::path::Path;
@@ -22,16 +22,11 @@ impl AsRef<[u8]> for MappedFile {
     }
 }
 
-/// Maps `file` read-only.
-#[allow(unsafe_code)]
+/// Maps `file` read-only, through the crate's one `unsafe` block
+/// (`crate::mmap::map_read_only`, whose `SAFETY` comment states the contract: the
+/// file must not be truncated or rewritten while it is mapped).
 fn map_file(file: &File) -> std::io::Result<Mmap> {
-    // SAFETY: `Mmap::map` is unsafe because another process could truncate or
-    // rewrite the file while it is mapped, changing memory Rust code believes is
-    // immutable. The mapping is read-only and private to this process; model files
-    // are not modified while loaded, and every read through it is bounds-checked
-    // against the length taken when it was mapped. This is the accepted contract for
-    // mmap-based model loading (as in llama.cpp and safetensors).
-    unsafe { Mmap::map(file) }
+    crate::mmap::map_read_only(file)
 }
 
 impl MappedFile {
