@@ -249,7 +249,7 @@ fn attention(
 }
 
 /// The rml-core function for a graph unary op.
-fn unary_op(f: UnaryFn) -> UnaryOp {
+pub(crate) fn unary_op(f: UnaryFn) -> UnaryOp {
     match f {
         UnaryFn::Neg => UnaryOp::Neg,
         UnaryFn::Abs => UnaryOp::Abs,
@@ -273,7 +273,7 @@ fn unary_op(f: UnaryFn) -> UnaryOp {
 }
 
 /// The rml-core function for a graph binary op.
-fn binary_op(f: BinaryFn) -> BinaryOp {
+pub(crate) fn binary_op(f: BinaryFn) -> BinaryOp {
     match f {
         BinaryFn::Add => BinaryOp::Add,
         BinaryFn::Sub => BinaryOp::Sub,
