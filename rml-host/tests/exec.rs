@@ -228,7 +228,7 @@ fn fusion_merges_elementwise_runs_and_packs_linears() {
     let labels: Vec<&str> = fused.steps().iter().map(|s| s.label.as_str()).collect();
     assert_eq!(
         labels,
-        ["linear", "relu", "linear", "relu + tanh + greater + where"]
+        ["linear => relu", "linear => relu + tanh + greater + where"]
     );
     let unfused = Executor::new(
         graph,

@@ -1,5 +1,6 @@
 //! After the first run with given shapes, a single-threaded run of a graph made of
-//! linears, fused elementwise programs and aliases allocates nothing on the heap.
+//! linears, fused elementwise programs, aliases and rml-core ops (layer norm)
+//! allocates nothing on the heap.
 
 mod exec_support;
 
@@ -36,7 +37,11 @@ static GLOBAL: Counting = Counting;
 
 #[test]
 fn runs_after_the_first_allocate_nothing() {
-    for doc in [exec_support::mlp(32, 3), exec_support::tiny20()] {
+    for doc in [
+        exec_support::mlp(32, 3),
+        exec_support::tiny20(),
+        exec_support::norm_gelu_chain(16, 2),
+    ] {
         let (graph, constants) = exec_support::build(&doc);
         let width = graph.values[graph.inputs[0]].ty.shape[1].fixed().unwrap();
         let x = [exec_support::tensor(&[4, width], 1)];

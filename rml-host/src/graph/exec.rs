@@ -2,25 +2,31 @@
 //! packing), plans buffers per set of input shapes (cached: the batch is bound per
 //! run), and runs the steps over one reused arena. After the first run with given
 //! shapes, a run on one thread allocates nothing on the heap as long as every step
-//! is fused, linear or an alias ([`StepKind::Node`] steps copy through the reference
-//! interpreter and allocate).
+//! is fused, linear, an alias, or an f32 node that is one rml-core call writing
+//! into the arena (convolution, pooling, norms, softmax, reductions, matmul); data
+//! movement, attention and integer ops copy through the reference interpreter and
+//! allocate.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rml_core::{DType, Shape};
+use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
 use super::error::{GraphError, Site};
-use super::fuse::{Data, DataMut, MAX_OPERANDS, Program, Source};
+use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
+use super::interp::float::fill;
 use super::interp::{In, run_node};
 use super::ir::{Graph, ValueId};
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
 use super::steps::{Step, StepKind, build_steps};
 use crate::pool::{ThreadPool, chunk_range};
+
+/// Most inputs of a node run by [`fill`].
+const MAX_FILL_INPUTS: usize = 5;
 
 /// Most chunks a step is split into across threads.
 const MAX_CHUNKS: usize = 16;
@@ -235,7 +241,7 @@ impl Ctx<'_> {
         match &step.kind {
             StepKind::Alias { .. } => Ok(()),
             StepKind::Fused(p) => {
-                self.fused(p, &self.plan.broadcasts[index], arena);
+                self.stream(Some(p), None, &self.plan.broadcasts[index], arena);
                 Ok(())
             }
             StepKind::Linear {
@@ -245,13 +251,20 @@ impl Ctx<'_> {
                 m,
                 bias,
                 out,
+                epilogue,
             } => {
-                let gemm = Gemm {
-                    packed,
-                    k: *k,
-                    m: *m,
+                let g = GemmStep {
+                    gemm: Gemm {
+                        packed,
+                        k: *k,
+                        m: *m,
+                    },
+                    x: *x,
+                    bias: *bias,
+                    out: *out,
                 };
-                self.linear(&gemm, *x, *bias, *out, arena);
+                let bcast = &self.plan.broadcasts[index];
+                self.stream(epilogue.as_ref(), Some(&g), bcast, arena);
                 Ok(())
             }
             StepKind::Node(node) => self.node(*node, arena),
@@ -272,27 +285,56 @@ impl Ctx<'_> {
         }
     }
 
-    /// Runs a fused program, split by element ranges over threads.
-    fn fused(&self, p: &Program, bcast: &[super::fuse::Broadcast], arena: &mut [u64]) {
+    /// Runs a fused program, or a packed GEMM with an optional epilogue program,
+    /// split by rows (elements for a lone program) over threads.
+    fn stream(
+        &self,
+        p: Option<&Program>,
+        g: Option<&GemmStep<'_>>,
+        bcast: &[Broadcast],
+        arena: &mut [u64],
+    ) {
+        let no_values: &[ValueId] = &[];
+        let (p_outs, p_ops) = p.map_or((no_values, no_values), |p| (&p.outputs, &p.operands));
+        let (nprog, nops) = (p_outs.len(), p_ops.len());
+        // Regions: program outputs, then the GEMM output; program operands, then x
+        // and the bias.
+        let mut out_ids = [0; MAX_IO];
+        let mut in_ids = [0; MAX_IO];
+        out_ids[..nprog].copy_from_slice(p_outs);
+        in_ids[..nops].copy_from_slice(p_ops);
+        let (mut nout, mut nin) = (nprog, nops);
+        if let Some(g) = g {
+            out_ids[nout] = g.out;
+            nout += 1;
+            in_ids[nin] = g.x;
+            nin += 1;
+            if let Some(b) = g.bias {
+                in_ids[nin] = b;
+                nin += 1;
+            }
+        }
+        let gemm_out = g.map(|g| g.out);
         let mut out_regions = [Region {
             offset: 0,
             words: 0,
         }; MAX_IO];
-        for (j, &o) in p.outputs.iter().enumerate() {
-            out_regions[j] = self.region(o).expect("fused outputs are planned");
+        for (r, &o) in out_regions.iter_mut().zip(&out_ids[..nout]) {
+            *r = self.region(o).expect("step outputs are planned");
         }
         let mut in_regions = [None; MAX_IO];
-        for (i, &v) in p.operands.iter().enumerate() {
-            in_regions[i] = self.region(v);
+        for (r, &v) in in_regions.iter_mut().zip(&in_ids[..nin]) {
+            *r = if Some(v) == gemm_out {
+                None
+            } else {
+                self.region(v)
+            };
         }
-        let io = split(
-            arena,
-            &out_regions[..p.outputs.len()],
-            &in_regions[..p.operands.len()],
-        );
+        let io = split(arena, &out_regions[..nout], &in_regions[..nin]);
         let mut sources: [Source<'_>; MAX_OPERANDS] = [Source::Output(0); MAX_OPERANDS];
-        for (i, &v) in p.operands.iter().enumerate() {
+        for (i, &v) in p_ops.iter().enumerate() {
             sources[i] = match (io.in_place[i], io.ins[i]) {
+                _ if Some(v) == gemm_out => Source::Output(nprog),
                 (Some(j), _) => Source::Output(j),
                 (None, Some(words)) => Source::Data(self.data(v, words), bcast[i]),
                 (None, None) => {
@@ -301,25 +343,43 @@ impl Ctx<'_> {
                 }
             };
         }
-        let sources = &sources[..p.operands.len()];
-        let n = self.plan.shapes[p.outputs[0]].numel();
-        let mut outs: [DataMut<'_>; MAX_OPERANDS] = std::array::from_fn(|_| DataMut::F32(&mut []));
-        for ((slot, w), &o) in outs.iter_mut().zip(io.outs).zip(&p.outputs) {
+        let sources = &sources[..nops];
+        let xs = g.map(|g| f32_input(self.consts, self.plan, g.x, io.ins[nops]));
+        let bs = g.and_then(|g| {
+            g.bias
+                .map(|b| f32_input(self.consts, self.plan, b, io.ins[nops + 1]))
+        });
+        let n = self.plan.shapes[out_ids[0]].numel();
+        let mut outs: [DataMut<'_>; MAX_IO] = std::array::from_fn(|_| DataMut::F32(&mut []));
+        for ((slot, w), &o) in outs.iter_mut().zip(io.outs).zip(&out_ids[..nout]) {
             *slot = data_mut(self.graph.values[o].ty.dtype, w, n);
         }
-        let nout = p.outputs.len();
-        let chunks = self.chunks(n, n * p.code.len());
+        let unit = g.map_or(1, |g| g.gemm.m.max(1));
+        let units = n / unit;
+        let work = match (g, p) {
+            (Some(g), _) => n * g.gemm.k,
+            (None, Some(p)) => n * p.code.len(),
+            (None, None) => 0,
+        };
+        let body = |outs: &mut [DataMut<'_>], first: usize| {
+            if let (Some(g), Some(x), DataMut::F32(o)) = (g, xs, &mut outs[nprog.min(nout - 1)]) {
+                g.gemm.rows(x, bs, o, first);
+            }
+            if let Some(p) = p {
+                p.run(sources, outs, first * unit);
+            }
+        };
+        let chunks = self.chunks(units, work);
         if chunks == 1 {
-            p.run(sources, &mut outs[..nout], 0);
+            body(&mut outs[..nout], 0);
             return;
         }
-        let slots: [Mutex<Option<[DataMut<'_>; MAX_OPERANDS]>>; MAX_CHUNKS] =
+        let slots: [Mutex<Option<[DataMut<'_>; MAX_IO]>>; MAX_CHUNKS] =
             std::array::from_fn(|_| Mutex::new(None));
         let mut rest = outs;
         for (c, slot) in slots.iter().enumerate().take(chunks) {
-            let len = chunk_range(n, chunks, c).len();
-            let mut piece: [DataMut<'_>; MAX_OPERANDS] =
-                std::array::from_fn(|_| DataMut::F32(&mut []));
+            let len = chunk_range(units, chunks, c).len() * unit;
+            let mut piece: [DataMut<'_>; MAX_IO] = std::array::from_fn(|_| DataMut::F32(&mut []));
             for (r, pc) in rest.iter_mut().zip(piece.iter_mut()).take(nout) {
                 let whole = std::mem::replace(r, DataMut::F32(&mut []));
                 let (head, tail) = split_data(whole, len);
@@ -331,8 +391,7 @@ impl Ctx<'_> {
         self.parallel(chunks, |c| {
             let piece = slots[c].lock().ok().and_then(|mut s| s.take());
             if let Some(mut piece) = piece {
-                let base = chunk_range(n, chunks, c).start;
-                p.run(sources, &mut piece[..nout], base);
+                body(&mut piece[..nout], chunk_range(units, chunks, c).start);
             }
         });
     }
@@ -343,52 +402,12 @@ impl Ctx<'_> {
             .parallel_for_cost(chunks, 1, self.pool.min_parallel_cost(), |c, _| f(c));
     }
 
-    /// Runs a packed GEMM row by row, split by rows over threads.
-    fn linear(
-        &self,
-        g: &Gemm<'_>,
-        x: ValueId,
-        bias: Option<ValueId>,
-        out: ValueId,
-        arena: &mut [u64],
-    ) {
-        let out_region = self.region(out).expect("linear outputs are planned");
-        let io = split(
-            arena,
-            &[out_region],
-            &[self.region(x), bias.and_then(|b| self.region(b))],
-        );
-        let xs = f32_input(self.consts, self.plan, x, io.ins[0]);
-        let bs = bias.map(|b| f32_input(self.consts, self.plan, b, io.ins[1]));
-        let n = self.plan.shapes[out].numel();
-        let [o0, ..] = io.outs;
-        let o = &mut bytemuck::cast_slice_mut::<u64, f32>(o0)[..n];
-        let rows = n / g.m.max(1);
-        let chunks = self.chunks(rows, n * g.k);
-        if chunks == 1 {
-            g.rows(xs, bs, o, 0);
-            return;
-        }
-        let slots: [Mutex<Option<&mut [f32]>>; MAX_CHUNKS] =
-            std::array::from_fn(|_| Mutex::new(None));
-        let mut rest = o;
-        for (c, slot) in slots.iter().enumerate().take(chunks) {
-            let len = chunk_range(rows, chunks, c).len() * g.m;
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
-            rest = tail;
-            *slot.lock().expect("fresh mutex") = Some(head);
-        }
-        self.parallel(chunks, |c| {
-            let piece = slots[c].lock().ok().and_then(|mut s| s.take());
-            if let Some(piece) = piece {
-                g.rows(xs, bs, piece, chunk_range(rows, chunks, c).start);
-            }
-        });
-    }
-
     /// Runs node `index` with the reference interpreter's op code, copying its
     /// inputs out of the arena and its outputs back.
     fn node(&self, index: usize, arena: &mut [u64]) -> Result<(), GraphError> {
+        if let Some(done) = self.native(index, arena) {
+            return done;
+        }
         let node = &self.graph.nodes[index];
         let owned: Vec<Option<(Shape, Buffer)>> = node
             .inputs
@@ -433,6 +452,42 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// Runs node `index` in place on the arena when it is an f32 op that is one
+    /// rml-core call ([`fill`]); `None` when it is not.
+    fn native(&self, index: usize, arena: &mut [u64]) -> Option<Result<(), GraphError>> {
+        let node = &self.graph.nodes[index];
+        let f32 = |v: &ValueId| self.graph.values[*v].ty.dtype == DType::F32;
+        let fits = node.outputs.len() == 1
+            && node.inputs.len() <= MAX_FILL_INPUTS
+            && node.outputs.iter().all(f32)
+            && node.inputs.iter().flatten().all(f32);
+        if !fits {
+            return None;
+        }
+        let out = node.outputs[0];
+        let mut ins = [None; MAX_IO];
+        for (slot, v) in ins.iter_mut().zip(&node.inputs) {
+            *slot = v.and_then(|v| self.region(v));
+        }
+        let io = split(arena, &[self.region(out)?], &ins[..node.inputs.len()]);
+        let mut views: [Option<TensorView<'_, f32>>; MAX_FILL_INPUTS] = [None; MAX_FILL_INPUTS];
+        for (i, v) in node.inputs.iter().enumerate() {
+            if let Some(v) = *v {
+                let data = f32_input(self.consts, self.plan, v, io.ins[i]);
+                views[i] = Some(TensorView::new(data, self.plan.shapes[v]).ok()?);
+            }
+        }
+        let [o, ..] = io.outs;
+        let shape = self.plan.shapes[out];
+        let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
+        let mut view = TensorViewMut::new(words, shape).ok()?;
+        let result = fill(&node.op, &views, &mut view)?;
+        Some(result.map_err(|e| GraphError::Run {
+            site: Site::Node(Box::new(node.describe(index))),
+            message: e.to_string(),
+        }))
+    }
+
     /// An arena-held input's elements.
     fn data<'w>(&self, v: ValueId, words: &'w [u64]) -> Data<'w> {
         let n = self.plan.shapes[v].numel();
@@ -441,6 +496,14 @@ impl Ctx<'_> {
             _ => Data::F32(&bytemuck::cast_slice::<u64, f32>(words)[..n]),
         }
     }
+}
+
+/// A linear step's GEMM and its values.
+struct GemmStep<'a> {
+    gemm: Gemm<'a>,
+    x: ValueId,
+    bias: Option<ValueId>,
+    out: ValueId,
 }
 
 /// A pre-packed GEMM `[rows, k] · [k, m]`.

@@ -121,7 +121,12 @@ pub fn plan(
         let now = i + 1;
         live.retain(|&(_, until)| until >= now);
         let mut bcast = Vec::new();
-        if let StepKind::Fused(p) = &step.kind {
+        let program = match &step.kind {
+            StepKind::Fused(p) => Some(p),
+            StepKind::Linear { epilogue, .. } => epilogue.as_ref(),
+            _ => None,
+        };
+        if let Some(p) = program {
             let out_dims = shapes[p.outputs[0]].dims();
             bcast = p
                 .operands

@@ -32,6 +32,9 @@ pub enum StepKind {
         bias: Option<ValueId>,
         /// The `[..., M]` output.
         out: ValueId,
+        /// An elementwise program run on each block of output rows right after
+        /// they are computed (epilogue fusion: bias-add, activation, residual).
+        epilogue: Option<Program>,
     },
     /// The output is the input's buffer under another shape.
     Alias {
@@ -122,7 +125,52 @@ pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bo
             writes: n.outputs.clone(),
         });
     }
-    steps
+    if fuse {
+        attach_epilogues(graph, steps)
+    } else {
+        steps
+    }
+}
+
+/// Moves a fused program into the linear step before it when it reads the linear's
+/// output at the same shape: the program then runs on each block of rows while they
+/// are in cache.
+fn attach_epilogues(graph: &Graph, steps: Vec<Step>) -> Vec<Step> {
+    let mut merged: Vec<Step> = Vec::with_capacity(steps.len());
+    for step in steps {
+        let previous = merged.last_mut();
+        if let (
+            StepKind::Fused(p),
+            Some(Step {
+                kind:
+                    StepKind::Linear {
+                        out,
+                        epilogue: epilogue @ None,
+                        ..
+                    },
+                label,
+                reads,
+                writes,
+            }),
+        ) = (&step.kind, previous)
+        {
+            let shape = |v: ValueId| &graph.values[v].ty.shape;
+            let fits = p.operands.contains(out)
+                && p.outputs.iter().all(|&o| shape(o) == shape(*out))
+                && p.operands.len() + reads.len() <= super::arena::MAX_IO
+                && p.outputs.len() < super::arena::MAX_IO;
+            if fits {
+                label.push_str(" => ");
+                label.push_str(&step.label);
+                reads.extend(p.operands.iter().filter(|&v| v != out));
+                writes.extend(&p.outputs);
+                *epilogue = Some(p.clone());
+                continue;
+            }
+        }
+        merged.push(step);
+    }
+    merged
 }
 
 /// A `linear` with a constant 2-D weight, or a `matmul` (no `transpose_a`) with a
@@ -170,5 +218,6 @@ fn linear_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKi
         m,
         bias,
         out: n.outputs[0],
+        epilogue: None,
     })
 }
