@@ -1,5 +1,5 @@
 //! The graph executor with and without elementwise fusion: a layer-norm + GELU
-//! chain and an MLP at batch 64, and a 20-node graph of tiny tensors for the
+//! chain, a bias + ReLU + residual chain and an MLP at batch 64, and a 20-node graph of tiny tensors for the
 //! executor's per-run overhead.
 
 // `criterion_group!` defines an undocumented `pub fn`.
@@ -41,6 +41,13 @@ fn benches(c: &mut Criterion) {
         &exec_support::norm_gelu_chain(768, 4),
         64,
         768,
+    );
+    graph(
+        c,
+        "bias_relu_chain_b64",
+        &exec_support::bias_relu_chain(4096, 4),
+        64,
+        4096,
     );
     graph(c, "mlp_b64", &exec_support::mlp(256, 3), 64, 256);
     graph(c, "tiny20_b1", &exec_support::tiny20(), 1, 4);

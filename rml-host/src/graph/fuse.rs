@@ -480,6 +480,18 @@ impl Program {
                     Source::Data(Data::F32(v), Broadcast::Full) => {
                         d.copy_from_slice(&v[base + start..base + start + n]);
                     }
+                    Source::Data(Data::F32(v), Broadcast::Suffix(len)) => {
+                        // Copy whole runs of the repeated suffix.
+                        let mut at = (base + start) % len;
+                        let mut done = 0;
+                        while done < n {
+                            let run = (len - at).min(n - done);
+                            d[done..done + run].copy_from_slice(&v[at..at + run]);
+                            done += run;
+                            at = 0;
+                        }
+                    }
+                    Source::Data(Data::F32(v), Broadcast::Scalar) => d.fill(v[0]),
                     Source::Data(data, bc) => {
                         for (i, x) in d.iter_mut().enumerate() {
                             *x = data.get(bc.index(base + start + i));
@@ -496,7 +508,15 @@ impl Program {
                 }
             }
             Instr::Unary { dst, src, f } => {
-                map1(regs, at(dst), at(src), n, |x| unary::apply(f, x));
+                // A constant op per arm lets the compiler specialize the loop; the
+                // function is still rml-core's, so results are the same bits.
+                let (d, s) = (at(dst), at(src));
+                match f {
+                    UnaryOp::Relu => map1(regs, d, s, n, |x| unary::apply(UnaryOp::Relu, x)),
+                    UnaryOp::Neg => map1(regs, d, s, n, |x| unary::apply(UnaryOp::Neg, x)),
+                    UnaryOp::Abs => map1(regs, d, s, n, |x| unary::apply(UnaryOp::Abs, x)),
+                    _ => map1(regs, d, s, n, |x| unary::apply(f, x)),
+                }
             }
             Instr::Clip { dst, src, lo, hi } => map1(regs, at(dst), at(src), n, |v| {
                 if v < lo {
@@ -512,8 +532,21 @@ impl Program {
             }
             Instr::Copy { dst, src } => map1(regs, at(dst), at(src), n, |x| x),
             Instr::Binary { dst, a, b, f } => {
-                for i in 0..n {
-                    regs[at(dst) + i] = binary::apply(f, regs[at(a) + i], regs[at(b) + i]);
+                let (d, a, b) = (at(dst), at(a), at(b));
+                match f {
+                    BinaryOp::Add => {
+                        map2(regs, d, a, b, n, |x, y| binary::apply(BinaryOp::Add, x, y))
+                    }
+                    BinaryOp::Sub => {
+                        map2(regs, d, a, b, n, |x, y| binary::apply(BinaryOp::Sub, x, y))
+                    }
+                    BinaryOp::Mul => {
+                        map2(regs, d, a, b, n, |x, y| binary::apply(BinaryOp::Mul, x, y))
+                    }
+                    BinaryOp::Div => {
+                        map2(regs, d, a, b, n, |x, y| binary::apply(BinaryOp::Div, x, y))
+                    }
+                    _ => map2(regs, d, a, b, n, |x, y| binary::apply(f, x, y)),
                 }
             }
             Instr::Compare { dst, a, b, f } => {
@@ -540,6 +573,13 @@ impl Program {
                 }
             }
         }
+    }
+}
+
+/// `regs[dst..dst+n] = f(regs[a..a+n], regs[b..b+n])`.
+fn map2(regs: &mut [f32], dst: usize, a: usize, b: usize, n: usize, f: impl Fn(f32, f32) -> f32) {
+    for i in 0..n {
+        regs[dst + i] = f(regs[a + i], regs[b + i]);
     }
 }
 

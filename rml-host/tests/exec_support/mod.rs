@@ -91,6 +91,30 @@ pub fn norm_gelu_chain(width: usize, layers: usize) -> Value {
     })
 }
 
+/// `x [N, width]` through `layers` of `relu(x * s + b) + x`: elementwise only, where
+/// fusion saves memory traffic rather than arithmetic.
+pub fn bias_relu_chain(width: usize, layers: usize) -> Value {
+    let mut constants = Vec::new();
+    let mut nodes = Vec::new();
+    let mut x = "x".to_string();
+    for l in 0..layers {
+        let n = |k: &str| format!("{k}{l}");
+        constants.push(decl(&n("s"), json!([width])));
+        constants.push(decl(&n("b"), json!([width])));
+        nodes.push(json!({"op": "mul", "inputs": [x, n("s")], "outputs": [n("m")]}));
+        nodes.push(json!({"op": "add", "inputs": [n("m"), n("b")], "outputs": [n("a")]}));
+        nodes.push(json!({"op": "relu", "inputs": [n("a")], "outputs": [n("r")]}));
+        nodes.push(json!({"op": "add", "inputs": [n("r"), x], "outputs": [n("y")]}));
+        x = n("y");
+    }
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", width]))],
+        "constants": constants, "nodes": nodes,
+        "outputs": [decl(&x, json!(["N", width]))]
+    })
+}
+
 /// `x [N, width]` through `layers` of `relu(linear(x))`, then a `tanh` and a
 /// comparison-and-select on the result.
 pub fn mlp(width: usize, layers: usize) -> Value {
