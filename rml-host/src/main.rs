@@ -1,6 +1,7 @@
 //! The `rml-host` command-line tool.
 //!
-//! `rml-host inspect FILE [--json]` prints a summary of a safetensors file (or a
+//! `rml-host run GRAPH.json …` runs an rml-graph and `rml-host bench GRAPH.json …` times
+//! it (see `docs/graph-executor.md`). `rml-host inspect FILE [--json]` prints a summary of a safetensors file (or a
 //! sharded set's `*.index.json`), a GGUF file, or a `.npy`/`.npz` array file: its
 //! metadata and each tensor's dtype, shape and size, with totals. Errors are one line
 //! on stderr and a non-zero exit status.
@@ -8,6 +9,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+mod graph_cli;
 
 use clap::{Parser, Subcommand};
 use rml_host::formats::gguf::{Gguf, ReadOptions};
@@ -34,6 +37,43 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run an rml-graph: write its outputs as .npy, compare with `expected/NAME.npy`.
+    Run {
+        /// The graph file.
+        graph: PathBuf,
+        /// An input as NAME=FILE.npy (default: `inputs/NAME.npy` beside the graph).
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+        /// Where to write `NAME.npy` for each output.
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+        /// Worker threads.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// Print each step's time.
+        #[arg(long)]
+        profile: bool,
+        /// Turn elementwise fusion off.
+        #[arg(long)]
+        no_fusion: bool,
+    },
+    /// Time an rml-graph: median latency per batch size and thread count.
+    Bench {
+        /// The graph file.
+        graph: PathBuf,
+        /// Batch sizes (every symbolic input dim takes the batch).
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        batch: Vec<usize>,
+        /// Thread counts.
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        threads: Vec<usize>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Turn elementwise fusion off.
+        #[arg(long)]
+        no_fusion: bool,
+    },
 }
 
 /// One tensor's row in the summary.
@@ -55,7 +95,42 @@ struct Summary {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let graph_result = match &cli.command {
+        Command::Run {
+            graph,
+            inputs,
+            output_dir,
+            threads,
+            profile,
+            no_fusion,
+        } => Some(graph_cli::run(
+            graph,
+            inputs,
+            output_dir.as_deref(),
+            *threads,
+            *profile,
+            !*no_fusion,
+        )),
+        Command::Bench {
+            graph,
+            batch,
+            threads,
+            json,
+            no_fusion,
+        } => Some(graph_cli::bench(graph, batch, threads, *json, !*no_fusion)),
+        Command::Inspect { .. } => None,
+    };
+    if let Some(result) = graph_result {
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rml-host: error: {}", e.replace('\n', " "));
+                ExitCode::FAILURE
+            }
+        };
+    }
     match cli.command {
+        Command::Run { .. } | Command::Bench { .. } => ExitCode::SUCCESS,
         Command::Inspect { file, json } => match summarize(&file) {
             Ok(summary) => {
                 if json {

@@ -14,7 +14,14 @@
 //! - [`load`] — [`load_graph`] reads and checks a document;
 //! - [`bind`] — [`Graph::bind`] gives [`BoundShapes`];
 //! - [`buffer`] — [`Buffer`] and [`DenseTensor`], the interpreter's plain data;
-//! - [`interp`] — [`run`], the reference interpreter on rml-core's ops.
+//! - [`interp`] — [`run`], the reference interpreter on rml-core's ops;
+//! - [`passes`] — constant folding and dead-node elimination;
+//! - [`fuse`] — elementwise fusion into register-machine [`fuse::Program`]s;
+//! - [`steps`] — the step list: fused programs, packed linears, aliases, nodes;
+//! - [`plan`] — buffer planning by liveness over one arena;
+//! - [`arena`] — [`BufferPool`] and the split of it into a step's regions;
+//! - [`exec`] — [`Executor`], which runs the plan (`docs/graph-executor.md`);
+//! - [`tensors`] — `.npy` tensors and safetensors weights for the graph stack.
 #![forbid(unsafe_code)]
 
 pub mod error;
@@ -38,11 +45,21 @@ pub mod bind;
 
 pub mod interp;
 
+pub mod arena;
+pub mod exec;
+pub mod fuse;
+pub mod passes;
+pub mod plan;
+pub mod steps;
+pub mod tensors;
+
+pub use arena::BufferPool;
 pub use bind::BoundShapes;
 pub use buffer::{Buffer, DenseTensor};
 pub use constants::{ConstantSource, ConstantValues, MemoryConstants, MemoryTensor};
 pub use dim::{Bindings, Dim};
 pub use error::{GraphError, NodeRef, Site};
+pub use exec::{Executor, Options};
 pub use interp::run;
 pub use ir::{Graph, Node, TensorType, Value, ValueId, ValueSource};
 pub use load::load_graph;

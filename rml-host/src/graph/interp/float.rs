@@ -12,7 +12,7 @@ use rml_core::ops::reduce::{ArgOp, ReduceOp, arg_reduce, cumsum, reduce};
 use rml_core::ops::softmax::{SoftmaxKind, softmax_along};
 use rml_core::ops::unary::{UnaryOp, unary};
 use rml_core::ops::walk::map_unary;
-use rml_core::{Shape, TensorView};
+use rml_core::{Shape, TensorView, TensorViewMut};
 
 use super::{In, R, core, output, req};
 use crate::graph::buffer::Buffer;
@@ -30,6 +30,64 @@ pub(super) fn run(op: &Op, args: &[Option<In<'_>>], out: &Shape) -> R<Buffer> {
     };
     let arg = |i: usize| req(args, i)?.view::<f32>();
     match op {
+        Op::Linear => linear(&x, &arg(1)?, opt(2)?.as_ref(), out),
+        Op::Attention { causal, scale } => {
+            let mask = args.get(3).copied().flatten();
+            attention(&x, &arg(1)?, &arg(2)?, mask, *causal, *scale, out)
+        }
+        Op::ArgReduce {
+            max,
+            axis,
+            keepdims,
+        } => {
+            let op = if *max { ArgOp::Max } else { ArgOp::Min };
+            output::<i64>(out, |o| arg_reduce(op, &x, &[*axis], *keepdims, o))
+        }
+        _ => {
+            for i in required(op) {
+                req(args, i)?;
+            }
+            let mut views = [None; 5];
+            for (i, v) in views.iter_mut().enumerate() {
+                *v = opt(i)?;
+            }
+            output::<f32>(out, |o| {
+                fill(op, &views, o).unwrap_or(Err(rml_core::Error::InvalidArgument(
+                    "not an arithmetic op",
+                )))
+            })
+        }
+    }
+}
+
+/// The inputs `op` cannot run without.
+fn required(op: &Op) -> std::ops::Range<usize> {
+    match op {
+        Op::MatMul { .. }
+        | Op::Conv1d(_)
+        | Op::Conv2d(_)
+        | Op::ConvTranspose1d(_)
+        | Op::ConvTranspose2d(_)
+        | Op::Binary(_) => 0..2,
+        Op::BatchNorm { .. } => 0..3,
+        _ => 0..1,
+    }
+}
+
+/// Fills `o` with `op` over f32 inputs `ins` (by position; `None` for an absent
+/// optional input): every arithmetic op that is one rml-core call writing an f32
+/// output. `None` for the others (`linear`, attention, arg-reductions, data
+/// movement). The executor calls it on views of its arena; the interpreter on its
+/// own buffers. Required inputs must be present (the loader checks arity).
+pub(crate) fn fill(
+    op: &Op,
+    ins: &[Option<TensorView<'_, f32>>],
+    o: &mut TensorViewMut<'_, f32>,
+) -> Option<rml_core::Result<()>> {
+    let x = ins.first().copied().flatten()?;
+    let opt = |i: usize| ins.get(i).copied().flatten();
+    let arg = |i: usize| opt(i).expect("required inputs are checked at load");
+    Some(match op {
         Op::MatMul {
             transpose_a,
             transpose_b,
@@ -38,68 +96,52 @@ pub(super) fn run(op: &Op, args: &[Option<In<'_>>], out: &Shape) -> R<Buffer> {
                 transpose_a: *transpose_a,
                 transpose_b: *transpose_b,
             };
-            let b = arg(1)?;
-            output::<f32>(out, |o| matmul(&x, &b, o, options))
+            matmul(&x, &arg(1), o, options)
         }
-        Op::Linear => linear(&x, &arg(1)?, opt(2)?.as_ref(), out),
-        Op::Conv1d(p) => {
-            let (w, b) = (arg(1)?, opt(2)?);
-            output::<f32>(out, |o| conv1d(&x, &w, b.as_ref(), p, o))
-        }
-        Op::Conv2d(p) => {
-            let (w, b) = (arg(1)?, opt(2)?);
-            output::<f32>(out, |o| conv2d(&x, &w, b.as_ref(), p, o))
-        }
-        Op::ConvTranspose1d(p) => {
-            let (w, b) = (arg(1)?, opt(2)?);
-            output::<f32>(out, |o| conv_transpose1d(&x, &w, b.as_ref(), p, o))
-        }
-        Op::ConvTranspose2d(p) => {
-            let (w, b) = (arg(1)?, opt(2)?);
-            output::<f32>(out, |o| conv_transpose2d(&x, &w, b.as_ref(), p, o))
-        }
-        Op::Pool1d { kind, params } => output::<f32>(out, |o| match kind {
+        Op::Conv1d(p) => conv1d(&x, &arg(1), opt(2).as_ref(), p, o),
+        Op::Conv2d(p) => conv2d(&x, &arg(1), opt(2).as_ref(), p, o),
+        Op::ConvTranspose1d(p) => conv_transpose1d(&x, &arg(1), opt(2).as_ref(), p, o),
+        Op::ConvTranspose2d(p) => conv_transpose2d(&x, &arg(1), opt(2).as_ref(), p, o),
+        Op::Pool1d { kind, params } => match kind {
             PoolKind::Max => max_pool1d(&x, params, o),
             PoolKind::Avg { count_include_pad } => avg_pool1d(&x, params, *count_include_pad, o),
-        }),
-        Op::Pool2d { kind, params } => output::<f32>(out, |o| match kind {
+        },
+        Op::Pool2d { kind, params } => match kind {
             PoolKind::Max => max_pool2d(&x, params, o),
             PoolKind::Avg { count_include_pad } => avg_pool2d(&x, params, *count_include_pad, o),
-        }),
-        Op::GlobalPool2d { kind } => output::<f32>(out, |o| match kind {
+        },
+        Op::GlobalPool2d { kind } => match kind {
             PoolKind::Max => global_max_pool2d(&x, o),
             PoolKind::Avg { .. } => global_avg_pool2d(&x, o),
-        }),
+        },
         Op::LayerNorm { axis, epsilon } => {
-            let first = x.shape().axis(*axis).map_err(core)?;
-            let affine = Affine {
-                weight: opt(1)?,
-                bias: opt(2)?,
+            let first = match x.shape().axis(*axis) {
+                Ok(first) => first,
+                Err(e) => return Some(Err(e)),
             };
-            let axes = x.shape().rank() - first;
-            output::<f32>(out, |o| layer_norm(&x, axes, affine, *epsilon, o))
+            let affine = Affine {
+                weight: opt(1),
+                bias: opt(2),
+            };
+            layer_norm(&x, x.shape().rank() - first, affine, *epsilon, o)
         }
-        Op::RmsNorm { epsilon } => {
-            let weight = opt(1)?;
-            output::<f32>(out, |o| rms_norm(&x, weight, *epsilon, o))
-        }
+        Op::RmsNorm { epsilon } => rms_norm(&x, opt(1), *epsilon, o),
         Op::GroupNorm {
             num_groups,
             epsilon,
         } => {
             let affine = Affine {
-                weight: opt(1)?,
-                bias: opt(2)?,
+                weight: opt(1),
+                bias: opt(2),
             };
-            output::<f32>(out, |o| group_norm(&x, *num_groups, affine, *epsilon, o))
+            group_norm(&x, *num_groups, affine, *epsilon, o)
         }
         Op::BatchNorm { epsilon } => {
-            let (mean, var) = (arg(1)?, arg(2)?);
             let affine = Affine {
-                weight: opt(3)?,
-                bias: opt(4)?,
+                weight: opt(3),
+                bias: opt(4),
             };
-            output::<f32>(out, |o| batch_norm(&x, &mean, &var, affine, *epsilon, o))
+            batch_norm(&x, &arg(1), &arg(2), affine, *epsilon, o)
         }
         Op::Softmax { log, axis } => {
             let kind = if *log {
@@ -107,13 +149,9 @@ pub(super) fn run(op: &Op, args: &[Option<In<'_>>], out: &Shape) -> R<Buffer> {
             } else {
                 SoftmaxKind::Softmax
             };
-            output::<f32>(out, |o| softmax_along(kind, &x, *axis, o))
+            softmax_along(kind, &x, *axis, o)
         }
-        Op::Attention { causal, scale } => {
-            let mask = args.get(3).copied().flatten();
-            attention(&x, &arg(1)?, &arg(2)?, mask, *causal, *scale, out)
-        }
-        Op::Unary(f) => output::<f32>(out, |o| unary(unary_op(*f), &x, o)),
+        Op::Unary(f) => unary(unary_op(*f), &x, o),
         Op::Clip { min, max } => {
             let (lo, hi) = (
                 min.unwrap_or(f32::NEG_INFINITY),
@@ -129,32 +167,21 @@ pub(super) fn run(op: &Op, args: &[Option<In<'_>>], out: &Shape) -> R<Buffer> {
                     v
                 }
             };
-            output::<f32>(out, |o| map_unary("clip", &x, o, clip))
+            map_unary("clip", &x, o, clip)
         }
-        Op::Binary(f) => {
-            let b = arg(1)?;
-            output::<f32>(out, |o| binary(binary_op(*f), &x, &b, o))
-        }
+        Op::Binary(f) => binary(binary_op(*f), &x, &arg(1), o),
         Op::Reduce {
             kind,
             axes,
             keepdims,
         } => {
-            let all: Vec<isize> = (0..x.shape().rank() as isize).collect();
-            let axes = axes.as_deref().unwrap_or(&all);
-            output::<f32>(out, |o| reduce(reduce_op(*kind), &x, axes, *keepdims, o))
+            let all: [isize; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+            let axes = axes.as_deref().unwrap_or(&all[..x.shape().rank()]);
+            reduce(reduce_op(*kind), &x, axes, *keepdims, o)
         }
-        Op::ArgReduce {
-            max,
-            axis,
-            keepdims,
-        } => {
-            let op = if *max { ArgOp::Max } else { ArgOp::Min };
-            output::<i64>(out, |o| arg_reduce(op, &x, &[*axis], *keepdims, o))
-        }
-        Op::CumSum { axis } => output::<f32>(out, |o| cumsum(&x, *axis, o)),
-        other => Err(format!("{other:?} is not an arithmetic op")),
-    }
+        Op::CumSum { axis } => cumsum(&x, *axis, o),
+        _ => return None,
+    })
 }
 
 /// `x · wᵀ + bias` as an rml-core matmul (a rank-1 `x` as one row) and a
@@ -249,7 +276,7 @@ fn attention(
 }
 
 /// The rml-core function for a graph unary op.
-fn unary_op(f: UnaryFn) -> UnaryOp {
+pub(crate) fn unary_op(f: UnaryFn) -> UnaryOp {
     match f {
         UnaryFn::Neg => UnaryOp::Neg,
         UnaryFn::Abs => UnaryOp::Abs,
@@ -273,7 +300,7 @@ fn unary_op(f: UnaryFn) -> UnaryOp {
 }
 
 /// The rml-core function for a graph binary op.
-fn binary_op(f: BinaryFn) -> BinaryOp {
+pub(crate) fn binary_op(f: BinaryFn) -> BinaryOp {
     match f {
         BinaryFn::Add => BinaryOp::Add,
         BinaryFn::Sub => BinaryOp::Sub,

@@ -163,7 +163,7 @@ fn slice_axis<T: BufferElement>(
 }
 
 /// The rml-core comparison for a graph comparison.
-fn compare_op(f: CompareFn) -> CompareOp {
+pub(crate) fn compare_op(f: CompareFn) -> CompareOp {
     match f {
         CompareFn::Equal => CompareOp::Eq,
         CompareFn::NotEqual => CompareOp::Ne,

@@ -7,8 +7,8 @@
 //! f32, and data-movement ops (`reshape`, `concat`, `gather`, `where`, …) work on all
 //! three. A graph using another dtype fails by name when it runs.
 
-mod float;
-mod layout;
+pub(crate) mod float;
+pub(crate) mod layout;
 
 use rml_core::{Shape, TensorView, TensorViewMut};
 
@@ -143,7 +143,12 @@ fn check_buffer(
 }
 
 /// Runs one node: data movement on any held dtype, arithmetic in f32.
-fn run_node(graph: &Graph, node: &Node, args: &[Option<In<'_>>], outs: &[Shape]) -> R<Vec<Buffer>> {
+pub(crate) fn run_node(
+    graph: &Graph,
+    node: &Node,
+    args: &[Option<In<'_>>],
+    outs: &[Shape],
+) -> R<Vec<Buffer>> {
     let out_dtype = graph.values[node.outputs[0]].ty.dtype;
     match &node.op {
         Op::Cast { .. } => Ok(vec![layout::cast(req(args, 0)?, out_dtype, &outs[0])?]),

@@ -1,0 +1,610 @@
+//! [`Executor`]: compiles a graph once (folding, dead-node removal, fusion, weight
+//! packing), plans buffers per set of input shapes (cached: the batch is bound per
+//! run), and runs the steps over one reused arena. After the first run with given
+//! shapes, a run on one thread allocates nothing on the heap as long as every step
+//! is fused, linear, an alias, or an f32 node that is one rml-core call writing
+//! into the arena (convolution, pooling, norms, softmax, reductions, matmul); data
+//! movement, attention and integer ops copy through the reference interpreter and
+//! allocate.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rml_core::{DType, Shape, TensorView, TensorViewMut};
+
+use super::arena::{BufferPool, MAX_IO, split};
+use super::buffer::{Buffer, DenseTensor};
+use super::constants::ConstantValues;
+use super::error::{GraphError, Site};
+use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
+use super::interp::float::fill;
+use super::interp::{In, run_node};
+use super::ir::{Graph, ValueId};
+use super::passes::{ConstTable, eliminate_dead, fold_constants};
+use super::plan::{Plan, Region, plan};
+use super::steps::{Step, StepKind, build_steps};
+use crate::pool::{ThreadPool, chunk_range};
+
+/// Most inputs of a node run by [`fill`].
+const MAX_FILL_INPUTS: usize = 5;
+
+/// Most chunks a step is split into across threads.
+const MAX_CHUNKS: usize = 16;
+
+/// Work (elements × instructions) below which a step stays on the calling thread.
+const MIN_PARALLEL_WORK: usize = 1 << 15;
+
+/// How an [`Executor`] is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Worker threads (1 = everything on the calling thread; at most 16).
+    pub threads: usize,
+    /// Fuse elementwise runs (off: one program per elementwise node).
+    pub fusion: bool,
+    /// Time every step.
+    pub profile: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            threads: 1,
+            fusion: true,
+            profile: false,
+        }
+    }
+}
+
+/// A compiled graph ready to run repeatedly.
+pub struct Executor {
+    graph: Graph,
+    consts: ConstTable,
+    steps: Vec<Step>,
+    pool: ThreadPool,
+    threads: usize,
+    plan: Option<Plan>,
+    arena: BufferPool,
+    outputs: Vec<DenseTensor>,
+    times: Option<Vec<Duration>>,
+}
+
+impl Executor {
+    /// Compiles `graph` with the constants' data from `weights`.
+    pub fn new(
+        graph: Graph,
+        weights: &dyn ConstantValues,
+        options: Options,
+    ) -> Result<Executor, GraphError> {
+        let (consts, remaining) = fold_constants(&graph, weights)?;
+        let live = eliminate_dead(&graph, &remaining);
+        let steps = build_steps(&graph, &consts, &live, options.fusion);
+        let threads = options.threads.clamp(1, MAX_CHUNKS);
+        let pool = if threads == 1 {
+            ThreadPool::serial()
+        } else {
+            ThreadPool::new(threads).map_err(|e| GraphError::Run {
+                site: Site::Document,
+                message: format!("thread pool: {e}"),
+            })?
+        };
+        let times = options.profile.then(|| vec![Duration::ZERO; steps.len()]);
+        Ok(Executor {
+            graph,
+            consts,
+            steps,
+            pool,
+            threads,
+            plan: None,
+            arena: BufferPool::new(),
+            outputs: Vec::new(),
+            times,
+        })
+    }
+
+    /// The graph it runs.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The steps, in run order.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// Peak activation bytes of the current plan (after a run).
+    pub fn peak_bytes(&self) -> Option<usize> {
+        self.plan.as_ref().map(Plan::peak_bytes)
+    }
+
+    /// Per step: its label and the time spent in it over all runs so far (empty
+    /// unless built with `profile`).
+    pub fn profile(&self) -> Vec<(&str, Duration)> {
+        match &self.times {
+            Some(times) => self
+                .steps
+                .iter()
+                .zip(times)
+                .map(|(s, &t)| (s.label.as_str(), t))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Runs the graph on `inputs` (in input order) and returns the outputs (in
+    /// output order), valid until the next run.
+    pub fn run(&mut self, inputs: &[DenseTensor]) -> Result<&[DenseTensor], GraphError> {
+        self.prepare(inputs)?;
+        let plan = self.plan.as_ref().expect("prepared");
+        let arena = self.arena.words_mut();
+        for (&id, input) in self.graph.inputs.iter().zip(inputs) {
+            let site = || Site::Input(self.graph.values[id].name.clone());
+            let dtype = self.graph.values[id].ty.dtype;
+            if input.data.dtype() != dtype {
+                return Err(GraphError::Run {
+                    site: site(),
+                    message: format!("expected {dtype} data, got {}", input.data.dtype()),
+                });
+            }
+            if input.data.len() != input.shape.numel() {
+                return Err(GraphError::Run {
+                    site: site(),
+                    message: format!(
+                        "shape {} needs {} elements, got {}",
+                        input.shape,
+                        input.shape.numel(),
+                        input.data.len()
+                    ),
+                });
+            }
+            if let Some(r) = plan.regions[id] {
+                write_buffer(&mut arena[r.offset..r.end()], &input.data);
+            }
+        }
+        for (index, step) in self.steps.iter().enumerate() {
+            let start = self.times.as_ref().map(|_| Instant::now());
+            let ctx = Ctx {
+                graph: &self.graph,
+                consts: &self.consts,
+                plan,
+                pool: &self.pool,
+                threads: self.threads,
+            };
+            ctx.run_step(index, step, arena)?;
+            if let (Some(times), Some(start)) = (self.times.as_mut(), start) {
+                times[index] += start.elapsed();
+            }
+        }
+        for (slot, &id) in self.graph.outputs.iter().enumerate() {
+            let out = &mut self.outputs[slot];
+            match (plan.regions[id], self.consts.get(id)) {
+                (_, Some((_, data))) => out.data.clone_from(data),
+                (Some(r), None) => read_into(&arena[r.offset..r.end()], &mut out.data),
+                (None, None) => unreachable!("every output is planned"),
+            }
+        }
+        Ok(&self.outputs)
+    }
+
+    /// Binds and plans for these input shapes unless the cached plan fits them.
+    fn prepare(&mut self, inputs: &[DenseTensor]) -> Result<(), GraphError> {
+        let same = self.plan.as_ref().is_some_and(|p| {
+            p.input_dims.len() == inputs.len()
+                && p.input_dims
+                    .iter()
+                    .zip(inputs)
+                    .all(|(d, t)| d.as_slice() == t.shape.dims())
+        });
+        if same {
+            return Ok(());
+        }
+        let dims: Vec<&[usize]> = inputs.iter().map(|t| t.shape.dims()).collect();
+        let bound = self.graph.bind(&dims)?;
+        let input_dims = dims.iter().map(|d| d.to_vec()).collect();
+        let plan = plan(
+            &self.graph,
+            &self.consts,
+            &self.steps,
+            input_dims,
+            bound.shapes,
+        );
+        self.arena.reserve(plan.arena_words);
+        self.outputs = self
+            .graph
+            .outputs
+            .iter()
+            .map(|&id| {
+                let dtype = self.graph.values[id].ty.dtype;
+                let shape = plan.shapes[id];
+                let data = Buffer::zeros(dtype, shape.numel()).ok_or_else(|| GraphError::Run {
+                    site: Site::Output(self.graph.values[id].name.clone()),
+                    message: format!("the executor does not hold {dtype} values"),
+                })?;
+                Ok(DenseTensor { shape, data })
+            })
+            .collect::<Result<_, GraphError>>()?;
+        self.plan = Some(plan);
+        Ok(())
+    }
+}
+
+/// What a step needs besides the arena.
+struct Ctx<'a> {
+    graph: &'a Graph,
+    consts: &'a ConstTable,
+    plan: &'a Plan,
+    pool: &'a ThreadPool,
+    threads: usize,
+}
+
+impl Ctx<'_> {
+    fn run_step(&self, index: usize, step: &Step, arena: &mut [u64]) -> Result<(), GraphError> {
+        match &step.kind {
+            StepKind::Alias { .. } => Ok(()),
+            StepKind::Fused(p) => {
+                self.stream(Some(p), None, &self.plan.broadcasts[index], arena);
+                Ok(())
+            }
+            StepKind::Linear {
+                x,
+                packed,
+                k,
+                m,
+                bias,
+                out,
+                epilogue,
+            } => {
+                let g = GemmStep {
+                    gemm: Gemm {
+                        packed,
+                        k: *k,
+                        m: *m,
+                    },
+                    x: *x,
+                    bias: *bias,
+                    out: *out,
+                };
+                let bcast = &self.plan.broadcasts[index];
+                self.stream(epilogue.as_ref(), Some(&g), bcast, arena);
+                Ok(())
+            }
+            StepKind::Node(node) => self.node(*node, arena),
+        }
+    }
+
+    /// The region of arena-held value `id`.
+    fn region(&self, id: ValueId) -> Option<Region> {
+        self.plan.regions[id]
+    }
+
+    /// Splits `n` items into chunks when the work is worth more threads.
+    fn chunks(&self, n: usize, work: usize) -> usize {
+        if self.threads > 1 && work >= MIN_PARALLEL_WORK {
+            self.threads.min(n).max(1)
+        } else {
+            1
+        }
+    }
+
+    /// Runs a fused program, or a packed GEMM with an optional epilogue program,
+    /// split by rows (elements for a lone program) over threads.
+    fn stream(
+        &self,
+        p: Option<&Program>,
+        g: Option<&GemmStep<'_>>,
+        bcast: &[Broadcast],
+        arena: &mut [u64],
+    ) {
+        let no_values: &[ValueId] = &[];
+        let (p_outs, p_ops) = p.map_or((no_values, no_values), |p| (&p.outputs, &p.operands));
+        let (nprog, nops) = (p_outs.len(), p_ops.len());
+        // Regions: program outputs, then the GEMM output; program operands, then x
+        // and the bias.
+        let mut out_ids = [0; MAX_IO];
+        let mut in_ids = [0; MAX_IO];
+        out_ids[..nprog].copy_from_slice(p_outs);
+        in_ids[..nops].copy_from_slice(p_ops);
+        let (mut nout, mut nin) = (nprog, nops);
+        if let Some(g) = g {
+            out_ids[nout] = g.out;
+            nout += 1;
+            in_ids[nin] = g.x;
+            nin += 1;
+            if let Some(b) = g.bias {
+                in_ids[nin] = b;
+                nin += 1;
+            }
+        }
+        let gemm_out = g.map(|g| g.out);
+        let mut out_regions = [Region {
+            offset: 0,
+            words: 0,
+        }; MAX_IO];
+        for (r, &o) in out_regions.iter_mut().zip(&out_ids[..nout]) {
+            *r = self.region(o).expect("step outputs are planned");
+        }
+        let mut in_regions = [None; MAX_IO];
+        for (r, &v) in in_regions.iter_mut().zip(&in_ids[..nin]) {
+            *r = if Some(v) == gemm_out {
+                None
+            } else {
+                self.region(v)
+            };
+        }
+        let io = split(arena, &out_regions[..nout], &in_regions[..nin]);
+        let mut sources: [Source<'_>; MAX_OPERANDS] = [Source::Output(0); MAX_OPERANDS];
+        for (i, &v) in p_ops.iter().enumerate() {
+            sources[i] = match (io.in_place[i], io.ins[i]) {
+                _ if Some(v) == gemm_out => Source::Output(nprog),
+                (Some(j), _) => Source::Output(j),
+                (None, Some(words)) => Source::Data(self.data(v, words), bcast[i]),
+                (None, None) => {
+                    let (_, data) = self.consts.get(v).expect("operands are held");
+                    Source::Data(buffer_data(data), bcast[i])
+                }
+            };
+        }
+        let sources = &sources[..nops];
+        let xs = g.map(|g| f32_input(self.consts, self.plan, g.x, io.ins[nops]));
+        let bs = g.and_then(|g| {
+            g.bias
+                .map(|b| f32_input(self.consts, self.plan, b, io.ins[nops + 1]))
+        });
+        let n = self.plan.shapes[out_ids[0]].numel();
+        let mut outs: [DataMut<'_>; MAX_IO] = std::array::from_fn(|_| DataMut::F32(&mut []));
+        for ((slot, w), &o) in outs.iter_mut().zip(io.outs).zip(&out_ids[..nout]) {
+            *slot = data_mut(self.graph.values[o].ty.dtype, w, n);
+        }
+        let unit = g.map_or(1, |g| g.gemm.m.max(1));
+        let units = n / unit;
+        let work = match (g, p) {
+            (Some(g), _) => n * g.gemm.k,
+            (None, Some(p)) => n * p.code.len(),
+            (None, None) => 0,
+        };
+        let body = |outs: &mut [DataMut<'_>], first: usize| {
+            if let (Some(g), Some(x), DataMut::F32(o)) = (g, xs, &mut outs[nprog.min(nout - 1)]) {
+                g.gemm.rows(x, bs, o, first);
+            }
+            if let Some(p) = p {
+                p.run(sources, outs, first * unit);
+            }
+        };
+        let chunks = self.chunks(units, work);
+        if chunks == 1 {
+            body(&mut outs[..nout], 0);
+            return;
+        }
+        let slots: [Mutex<Option<[DataMut<'_>; MAX_IO]>>; MAX_CHUNKS] =
+            std::array::from_fn(|_| Mutex::new(None));
+        let mut rest = outs;
+        for (c, slot) in slots.iter().enumerate().take(chunks) {
+            let len = chunk_range(units, chunks, c).len() * unit;
+            let mut piece: [DataMut<'_>; MAX_IO] = std::array::from_fn(|_| DataMut::F32(&mut []));
+            for (r, pc) in rest.iter_mut().zip(piece.iter_mut()).take(nout) {
+                let whole = std::mem::replace(r, DataMut::F32(&mut []));
+                let (head, tail) = split_data(whole, len);
+                *pc = head;
+                *r = tail;
+            }
+            *slot.lock().expect("fresh mutex") = Some(piece);
+        }
+        self.parallel(chunks, |c| {
+            let piece = slots[c].lock().ok().and_then(|mut s| s.take());
+            if let Some(mut piece) = piece {
+                body(&mut piece[..nout], chunk_range(units, chunks, c).start);
+            }
+        });
+    }
+
+    /// Calls `f(c)` for each chunk on the pool.
+    fn parallel(&self, chunks: usize, f: impl Fn(usize) + Sync) {
+        self.pool
+            .parallel_for_cost(chunks, 1, self.pool.min_parallel_cost(), |c, _| f(c));
+    }
+
+    /// Runs node `index` with the reference interpreter's op code, copying its
+    /// inputs out of the arena and its outputs back.
+    fn node(&self, index: usize, arena: &mut [u64]) -> Result<(), GraphError> {
+        if let Some(done) = self.native(index, arena) {
+            return done;
+        }
+        let node = &self.graph.nodes[index];
+        let owned: Vec<Option<(Shape, Buffer)>> = node
+            .inputs
+            .iter()
+            .map(|i| {
+                i.map(|i| match (self.consts.get(i), self.region(i)) {
+                    (Some(c), _) => c.clone(),
+                    (None, Some(r)) => {
+                        let dtype = self.graph.values[i].ty.dtype;
+                        let shape = self.plan.shapes[i];
+                        let mut data = Buffer::zeros(dtype, shape.numel()).expect("held dtype");
+                        read_into(&arena[r.offset..r.end()], &mut data);
+                        (shape, data)
+                    }
+                    (None, None) => unreachable!("inputs are held"),
+                })
+            })
+            .collect();
+        let args: Vec<Option<In<'_>>> = node
+            .inputs
+            .iter()
+            .zip(&owned)
+            .map(|(i, o)| {
+                i.zip(o.as_ref()).map(|(i, (shape, data))| In {
+                    name: &self.graph.values[i].name,
+                    shape,
+                    data,
+                })
+            })
+            .collect();
+        let shapes: Vec<Shape> = node.outputs.iter().map(|&o| self.plan.shapes[o]).collect();
+        let outs =
+            run_node(self.graph, node, &args, &shapes).map_err(|message| GraphError::Run {
+                site: Site::Node(Box::new(node.describe(index))),
+                message,
+            })?;
+        for (&o, data) in node.outputs.iter().zip(&outs) {
+            if let Some(r) = self.region(o) {
+                write_buffer(&mut arena[r.offset..r.end()], data);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs node `index` in place on the arena when it is an f32 op that is one
+    /// rml-core call ([`fill`]); `None` when it is not.
+    fn native(&self, index: usize, arena: &mut [u64]) -> Option<Result<(), GraphError>> {
+        let node = &self.graph.nodes[index];
+        let f32 = |v: &ValueId| self.graph.values[*v].ty.dtype == DType::F32;
+        let fits = node.outputs.len() == 1
+            && node.inputs.len() <= MAX_FILL_INPUTS
+            && node.outputs.iter().all(f32)
+            && node.inputs.iter().flatten().all(f32);
+        if !fits {
+            return None;
+        }
+        let out = node.outputs[0];
+        let mut ins = [None; MAX_IO];
+        for (slot, v) in ins.iter_mut().zip(&node.inputs) {
+            *slot = v.and_then(|v| self.region(v));
+        }
+        let io = split(arena, &[self.region(out)?], &ins[..node.inputs.len()]);
+        let mut views: [Option<TensorView<'_, f32>>; MAX_FILL_INPUTS] = [None; MAX_FILL_INPUTS];
+        for (i, v) in node.inputs.iter().enumerate() {
+            if let Some(v) = *v {
+                let data = f32_input(self.consts, self.plan, v, io.ins[i]);
+                views[i] = Some(TensorView::new(data, self.plan.shapes[v]).ok()?);
+            }
+        }
+        let [o, ..] = io.outs;
+        let shape = self.plan.shapes[out];
+        let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
+        let mut view = TensorViewMut::new(words, shape).ok()?;
+        let result = fill(&node.op, &views, &mut view)?;
+        Some(result.map_err(|e| GraphError::Run {
+            site: Site::Node(Box::new(node.describe(index))),
+            message: e.to_string(),
+        }))
+    }
+
+    /// An arena-held input's elements.
+    fn data<'w>(&self, v: ValueId, words: &'w [u64]) -> Data<'w> {
+        let n = self.plan.shapes[v].numel();
+        match self.graph.values[v].ty.dtype {
+            DType::Bool => Data::Bool(&bytemuck::cast_slice::<u64, u8>(words)[..n]),
+            _ => Data::F32(&bytemuck::cast_slice::<u64, f32>(words)[..n]),
+        }
+    }
+}
+
+/// A linear step's GEMM and its values.
+struct GemmStep<'a> {
+    gemm: Gemm<'a>,
+    x: ValueId,
+    bias: Option<ValueId>,
+    out: ValueId,
+}
+
+/// A pre-packed GEMM `[rows, k] · [k, m]`.
+struct Gemm<'a> {
+    packed: &'a [f32],
+    k: usize,
+    m: usize,
+}
+
+impl Gemm<'_> {
+    /// Output rows `first..first + out.len() / m`: the product, then the bias.
+    fn rows(&self, x: &[f32], bias: Option<&[f32]>, out: &mut [f32], first: usize) {
+        let (k, m) = (self.k, self.m);
+        if m == 0 {
+            return;
+        }
+        for (r, o) in out.chunks_exact_mut(m).enumerate() {
+            let row = &x[(first + r) * k..(first + r + 1) * k];
+            o.fill(0.0);
+            for (&a, w) in row.iter().zip(self.packed.chunks_exact(m)) {
+                for (acc, &b) in o.iter_mut().zip(w) {
+                    *acc += a * b;
+                }
+            }
+            if let Some(bias) = bias {
+                for (acc, &b) in o.iter_mut().zip(bias) {
+                    *acc += b;
+                }
+            }
+        }
+    }
+}
+
+/// An f32 input of a linear step: from the arena, or a constant.
+fn f32_input<'w>(
+    consts: &'w ConstTable,
+    plan: &Plan,
+    v: ValueId,
+    words: Option<&'w [u64]>,
+) -> &'w [f32] {
+    match (words, consts.get(v)) {
+        (Some(w), _) => &bytemuck::cast_slice::<u64, f32>(w)[..plan.shapes[v].numel()],
+        (None, Some((_, Buffer::F32(d)))) => d,
+        _ => &[],
+    }
+}
+
+/// A constant's elements as program data.
+fn buffer_data(data: &Buffer) -> Data<'_> {
+    match data {
+        Buffer::Bool(v) => Data::Bool(v),
+        Buffer::F32(v) => Data::F32(v),
+        Buffer::I64(_) => unreachable!("programs hold F32 and BOOL only"),
+    }
+}
+
+/// An output region's first `n` elements of `dtype`.
+fn data_mut(dtype: DType, words: &mut [u64], n: usize) -> DataMut<'_> {
+    match dtype {
+        DType::Bool => DataMut::Bool(&mut bytemuck::cast_slice_mut::<u64, u8>(words)[..n]),
+        _ => DataMut::F32(&mut bytemuck::cast_slice_mut::<u64, f32>(words)[..n]),
+    }
+}
+
+/// Splits output elements at `len`.
+fn split_data(data: DataMut<'_>, len: usize) -> (DataMut<'_>, DataMut<'_>) {
+    match data {
+        DataMut::F32(v) => {
+            let (a, b) = v.split_at_mut(len);
+            (DataMut::F32(a), DataMut::F32(b))
+        }
+        DataMut::Bool(v) => {
+            let (a, b) = v.split_at_mut(len);
+            (DataMut::Bool(a), DataMut::Bool(b))
+        }
+    }
+}
+
+/// Copies `data` into arena words.
+fn write_buffer(words: &mut [u64], data: &Buffer) {
+    match data {
+        Buffer::F32(v) => bytemuck::cast_slice_mut::<u64, f32>(words)[..v.len()].copy_from_slice(v),
+        Buffer::I64(v) => bytemuck::cast_slice_mut::<u64, i64>(words)[..v.len()].copy_from_slice(v),
+        Buffer::Bool(v) => bytemuck::cast_slice_mut::<u64, u8>(words)[..v.len()].copy_from_slice(v),
+    }
+}
+
+/// Copies arena words into `data` (its length says how many elements).
+fn read_into(words: &[u64], data: &mut Buffer) {
+    match data {
+        Buffer::F32(v) => {
+            let n = v.len();
+            v.copy_from_slice(&bytemuck::cast_slice::<u64, f32>(words)[..n]);
+        }
+        Buffer::I64(v) => {
+            let n = v.len();
+            v.copy_from_slice(&bytemuck::cast_slice::<u64, i64>(words)[..n]);
+        }
+        Buffer::Bool(v) => {
+            let n = v.len();
+            v.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(words)[..n]);
+        }
+    }
+}

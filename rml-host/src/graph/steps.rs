@@ -1,0 +1,223 @@
+//! The shape-independent step list: after folding and dead-node removal, each
+//! remaining node becomes part of a fused [`Program`], a [`StepKind::Linear`] with its
+//! weight pre-packed, a zero-copy [`StepKind::Alias`] (reshape and friends), or a
+//! [`StepKind::Node`] run by the reference interpreter's op code.
+
+use rml_core::DType;
+
+use super::buffer::Buffer;
+use super::fuse::{Program, group};
+use super::ir::{Graph, ValueId};
+use super::op::Op;
+use super::passes::ConstTable;
+
+/// What one step does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepKind {
+    /// A fused elementwise program.
+    Fused(Program),
+    /// `out = x · W + bias` with `W` pre-packed at load as a contiguous `[K, M]` copy
+    /// (the transpose of a `linear` weight, or a constant `matmul` right operand), so
+    /// each output row streams the packed rows.
+    Linear {
+        /// The `[..., K]` input.
+        x: ValueId,
+        /// The packed weight, `k * m` elements, row `kk` holding `W[kk, :]`.
+        packed: Vec<f32>,
+        /// Inner size.
+        k: usize,
+        /// Output features.
+        m: usize,
+        /// The `[M]` bias, if any.
+        bias: Option<ValueId>,
+        /// The `[..., M]` output.
+        out: ValueId,
+        /// An elementwise program run on each block of output rows right after
+        /// they are computed (epilogue fusion: bias-add, activation, residual).
+        epilogue: Option<Program>,
+    },
+    /// The output is the input's buffer under another shape.
+    Alias {
+        /// Source value.
+        from: ValueId,
+        /// The value sharing its buffer.
+        to: ValueId,
+    },
+    /// Node `index` run by the reference interpreter's op code (copies in and out).
+    Node(usize),
+}
+
+/// One step of the executor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// For profiles: the op names and node labels it covers.
+    pub label: String,
+    /// What it does.
+    pub kind: StepKind,
+    /// The values it reads (non-constant and constant alike).
+    pub reads: Vec<ValueId>,
+    /// The values it writes.
+    pub writes: Vec<ValueId>,
+}
+
+/// A node's label: `op "name"` or `op`.
+fn label(graph: &Graph, node: usize) -> String {
+    let n = &graph.nodes[node];
+    match &n.name {
+        Some(name) => format!("{} {name:?}", n.op_name),
+        None => n.op_name.clone(),
+    }
+}
+
+/// Builds the steps for `nodes` (after folding and dead-node removal).
+pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bool) -> Vec<Step> {
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); graph.values.len()];
+    for &n in nodes {
+        for &i in graph.nodes[n].inputs.iter().flatten() {
+            readers[i].push(n);
+        }
+    }
+    let outputs = &graph.outputs;
+    let needed_outside = |v: ValueId, members: &[usize]| {
+        outputs.contains(&v) || readers[v].iter().any(|r| !members.contains(r))
+    };
+    let programs = group(graph, nodes, fuse, &needed_outside);
+    let mut steps = Vec::new();
+    for (slot, program) in programs.into_iter().enumerate() {
+        let node = nodes[slot];
+        if let Some(program) = program {
+            let labels: Vec<String> = program.members.iter().map(|&m| label(graph, m)).collect();
+            steps.push(Step {
+                label: labels.join(" + "),
+                reads: program.operands.clone(),
+                writes: program.outputs.clone(),
+                kind: StepKind::Fused(program),
+            });
+            continue;
+        }
+        if super::fuse::fusible(graph, node) {
+            continue; // a later member of a program
+        }
+        let n = &graph.nodes[node];
+        let kind = linear_step(graph, consts, node).unwrap_or_else(|| match n.op {
+            Op::Reshape { .. }
+            | Op::Flatten { .. }
+            | Op::Squeeze { .. }
+            | Op::Unsqueeze { .. }
+            | Op::Identity
+                if consts.get(n.inputs[0].expect("data input")).is_none() =>
+            {
+                StepKind::Alias {
+                    from: n.inputs[0].expect("data input"),
+                    to: n.outputs[0],
+                }
+            }
+            _ => StepKind::Node(node),
+        });
+        let reads = match &kind {
+            StepKind::Linear { x, bias, .. } => std::iter::once(*x).chain(*bias).collect(),
+            _ => n.inputs.iter().flatten().copied().collect(),
+        };
+        steps.push(Step {
+            label: label(graph, node),
+            kind,
+            reads,
+            writes: n.outputs.clone(),
+        });
+    }
+    if fuse {
+        attach_epilogues(graph, steps)
+    } else {
+        steps
+    }
+}
+
+/// Moves a fused program into the linear step before it when it reads the linear's
+/// output at the same shape: the program then runs on each block of rows while they
+/// are in cache.
+fn attach_epilogues(graph: &Graph, steps: Vec<Step>) -> Vec<Step> {
+    let mut merged: Vec<Step> = Vec::with_capacity(steps.len());
+    for step in steps {
+        let previous = merged.last_mut();
+        if let (
+            StepKind::Fused(p),
+            Some(Step {
+                kind:
+                    StepKind::Linear {
+                        out,
+                        epilogue: epilogue @ None,
+                        ..
+                    },
+                label,
+                reads,
+                writes,
+            }),
+        ) = (&step.kind, previous)
+        {
+            let shape = |v: ValueId| &graph.values[v].ty.shape;
+            let fits = p.operands.contains(out)
+                && p.outputs.iter().all(|&o| shape(o) == shape(*out))
+                && p.operands.len() + reads.len() <= super::arena::MAX_IO
+                && p.outputs.len() < super::arena::MAX_IO;
+            if fits {
+                label.push_str(" => ");
+                label.push_str(&step.label);
+                reads.extend(p.operands.iter().filter(|&v| v != out));
+                writes.extend(&p.outputs);
+                *epilogue = Some(p.clone());
+                continue;
+            }
+        }
+        merged.push(step);
+    }
+    merged
+}
+
+/// A `linear` with a constant 2-D weight, or a `matmul` (no `transpose_a`) with a
+/// constant 2-D right operand, on F32: a [`StepKind::Linear`] with the weight packed.
+fn linear_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKind> {
+    let n = &graph.nodes[node];
+    let x = n.inputs[0]?;
+    let w = n.inputs.get(1).copied().flatten()?;
+    let (shape, Buffer::F32(data)) = consts.get(w)? else {
+        return None;
+    };
+    if graph.values[x].ty.dtype != DType::F32 || shape.rank() != 2 {
+        return None;
+    }
+    let (rows, cols) = (shape.dim(0), shape.dim(1));
+    // `stored_mk`: the weight is stored [M, K] (linear, or matmul with transpose_b).
+    let (stored_mk, bias) = match n.op {
+        Op::Linear => (true, n.inputs.get(2).copied().flatten()),
+        Op::MatMul {
+            transpose_a: false,
+            transpose_b,
+        } => (transpose_b, None),
+        _ => return None,
+    };
+    let (k, m) = if stored_mk {
+        (cols, rows)
+    } else {
+        (rows, cols)
+    };
+    let packed = if stored_mk {
+        let mut t = vec![0.0f32; k * m];
+        for (j, row) in data.chunks_exact(k).enumerate() {
+            for (kk, &v) in row.iter().enumerate() {
+                t[kk * m + j] = v;
+            }
+        }
+        t
+    } else {
+        data.clone()
+    };
+    Some(StepKind::Linear {
+        x,
+        packed,
+        k,
+        m,
+        bias,
+        out: n.outputs[0],
+        epilogue: None,
+    })
+}

@@ -1,0 +1,167 @@
+//! Graphs built in memory for the executor tests and benches: a layer-norm + GELU
+//! chain, an MLP of linears and activations, and a 20-node graph of tiny tensors;
+//! deterministic pseudo-random data.
+
+#![allow(dead_code)]
+
+use rml_core::Shape;
+use rml_host::graph::{Buffer, DenseTensor, Graph, MemoryConstants, load_graph};
+use serde_json::{Value, json};
+
+/// `n` deterministic values in `[-1, 1)` from `seed`.
+pub fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// An F32 tensor of `dims` with values from `seed`.
+pub fn tensor(dims: &[usize], seed: u64) -> DenseTensor {
+    let n = dims.iter().product();
+    DenseTensor {
+        shape: Shape::new(dims).unwrap(),
+        data: Buffer::F32(values(n, seed)),
+    }
+}
+
+/// Loads a graph document whose constants are F32 and filled from seeds.
+pub fn build(doc: &Value) -> (Graph, MemoryConstants) {
+    let mut constants = MemoryConstants::new();
+    for (i, c) in doc["constants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let dims: Vec<usize> = c["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
+        let t = tensor(&dims, 100 + i as u64);
+        constants.insert(c["name"].as_str().unwrap(), &dims, t.data);
+    }
+    let graph = load_graph(&doc.to_string(), &constants).unwrap();
+    (graph, constants)
+}
+
+/// A declaration `{name, dtype: F32, shape}`.
+fn decl(name: &str, shape: Value) -> Value {
+    json!({"name": name, "dtype": "F32", "shape": shape})
+}
+
+/// `x [N, width]` through `layers` of layer_norm, then
+/// `gelu(x * s + b) + x` (an elementwise run the fusion pass merges).
+pub fn norm_gelu_chain(width: usize, layers: usize) -> Value {
+    let mut constants = Vec::new();
+    let mut nodes = Vec::new();
+    let mut x = "x".to_string();
+    for l in 0..layers {
+        let (g, bb, s, b) = (
+            format!("g{l}"),
+            format!("bb{l}"),
+            format!("s{l}"),
+            format!("b{l}"),
+        );
+        for c in [&g, &bb, &s, &b] {
+            constants.push(decl(c, json!([width])));
+        }
+        let n = |k: &str| format!("{k}{l}");
+        nodes.push(json!({"op": "layer_norm", "inputs": [x, g, bb], "outputs": [n("ln")]}));
+        nodes.push(json!({"op": "mul", "inputs": [n("ln"), s], "outputs": [n("m")]}));
+        nodes.push(json!({"op": "add", "inputs": [n("m"), b], "outputs": [n("a")]}));
+        nodes.push(json!({"op": "gelu", "inputs": [n("a")], "outputs": [n("ge")]}));
+        nodes.push(json!({"op": "add", "inputs": [n("ge"), x], "outputs": [n("r")]}));
+        x = n("r");
+    }
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", width]))],
+        "constants": constants, "nodes": nodes,
+        "outputs": [decl(&x, json!(["N", width]))]
+    })
+}
+
+/// `x [N, width]` through `layers` of `relu(x * s + b) + x`: elementwise only, where
+/// fusion saves memory traffic rather than arithmetic.
+pub fn bias_relu_chain(width: usize, layers: usize) -> Value {
+    let mut constants = Vec::new();
+    let mut nodes = Vec::new();
+    let mut x = "x".to_string();
+    for l in 0..layers {
+        let n = |k: &str| format!("{k}{l}");
+        constants.push(decl(&n("s"), json!([width])));
+        constants.push(decl(&n("b"), json!([width])));
+        nodes.push(json!({"op": "mul", "inputs": [x, n("s")], "outputs": [n("m")]}));
+        nodes.push(json!({"op": "add", "inputs": [n("m"), n("b")], "outputs": [n("a")]}));
+        nodes.push(json!({"op": "relu", "inputs": [n("a")], "outputs": [n("r")]}));
+        nodes.push(json!({"op": "add", "inputs": [n("r"), x], "outputs": [n("y")]}));
+        x = n("y");
+    }
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", width]))],
+        "constants": constants, "nodes": nodes,
+        "outputs": [decl(&x, json!(["N", width]))]
+    })
+}
+
+/// `x [N, width]` through `layers` of `relu(linear(x))`, then a `tanh` and a
+/// comparison-and-select on the result.
+pub fn mlp(width: usize, layers: usize) -> Value {
+    let mut constants = Vec::new();
+    let mut nodes = Vec::new();
+    let mut x = "x".to_string();
+    for l in 0..layers {
+        let (w, b) = (format!("w{l}"), format!("b{l}"));
+        constants.push(decl(&w, json!([width, width])));
+        constants.push(decl(&b, json!([width])));
+        let (h, a) = (format!("h{l}"), format!("a{l}"));
+        nodes.push(json!({"op": "linear", "inputs": [x, w, b], "outputs": [h]}));
+        nodes.push(json!({"op": "relu", "inputs": [h], "outputs": [a]}));
+        x = a;
+    }
+    constants.push(decl("zero", json!([])));
+    nodes.push(json!({"op": "tanh", "inputs": [x], "outputs": ["t"]}));
+    nodes.push(json!({"op": "greater", "inputs": ["t", "zero"], "outputs": ["pos"]}));
+    nodes.push(json!({"op": "where", "inputs": ["pos", "t", x], "outputs": ["y"]}));
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", width]))],
+        "constants": constants, "nodes": nodes,
+        "outputs": [decl("y", json!(["N", width])), {"name": "pos", "dtype": "BOOL", "shape": ["N", width]}]
+    })
+}
+
+/// 20 nodes on `[N, 4]` tensors: linears, reshapes and elementwise ops, for the
+/// executor's per-run overhead.
+pub fn tiny20() -> Value {
+    let mut nodes = Vec::new();
+    let mut constants = vec![decl("w", json!([4, 4])), decl("b", json!([4]))];
+    constants.push(decl("c", json!([4])));
+    let mut x = "x".to_string();
+    for l in 0..4 {
+        let n = |k: &str| format!("{k}{l}");
+        nodes.push(json!({"op": "linear", "inputs": [x, "w", "b"], "outputs": [n("h")]}));
+        nodes.push(json!({"op": "reshape", "inputs": [n("h")], "outputs": [n("r")], "attrs": {"shape": [0, 2, 2]}}));
+        nodes.push(json!({"op": "flatten", "inputs": [n("r")], "outputs": [n("f")]}));
+        nodes.push(json!({"op": "add", "inputs": [n("f"), "c"], "outputs": [n("a")]}));
+        nodes.push(json!({"op": "tanh", "inputs": [n("a")], "outputs": [n("t")]}));
+        x = n("t");
+    }
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", 4]))],
+        "constants": constants, "nodes": nodes,
+        "outputs": [decl(&x, json!(["N", 4]))]
+    })
+}
