@@ -6,3 +6,6 @@
 //! generation loop and the `rml-llm` CLI.
 //!
 //! It depends on `rml-host` and the crates below it.
+
+pub mod sample;
+pub mod stop;
