@@ -4,6 +4,7 @@
 Run on demand (it needs torch, transformers, tokenizers and gguf; it takes minutes):
 
     train_default_model.py [--out DIR] [--steps N] [--max-minutes M]   train, write the model
+    train_default_model.py --verify-only [--out DIR]    check the written files against each other
     train_default_model.py --print-dest              print the committed folder and exit
 
 What it does, all with fixed seeds:
@@ -260,6 +261,51 @@ def write_hf(folder, model, tok):
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
+def rope(x, pos, pairs):
+    """Rotates each head's vector ``x`` (``[n_head, head_dim]``) to position ``pos``,
+    pairing elements ``(i, i + d/2)`` (``"half"``, HF) or ``(2i, 2i + 1)`` (``"adjacent"``,
+    llama.cpp's NORM)."""
+    import numpy as np
+
+    d = x.shape[-1]
+    theta = pos * ROPE_THETA ** (-np.arange(0, d, 2) / d)
+    cos, sin = np.cos(theta), np.sin(theta)
+    if pairs == "half":
+        a, b = x[:, : d // 2], x[:, d // 2 :]
+        return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+    a, b = x[:, 0::2], x[:, 1::2]
+    out = np.empty_like(x)
+    out[:, 0::2], out[:, 1::2] = a * cos - b * sin, a * sin + b * cos
+    return out
+
+
+def verify(folder):
+    """Checks the written files against each other: every GGUF tensor equals the HF
+    safetensors one (Q/K after the permutation), and adjacent-pair RoPE on the GGUF Q/K
+    rows equals rotate-half RoPE on the HF rows, permuted."""
+    import gguf
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    hf = load_file(str(folder / "hf" / "model.safetensors"))
+    reader = gguf.GGUFReader(str(folder / "rml-tiny-llama.gguf"))
+    g = {t.name: np.asarray(t.data) for t in reader.tensors}
+    x = np.random.default_rng(0).normal(size=HIDDEN).astype(np.float64)
+    for i in range(LAYERS):
+        for proj, n_head in (("q", HEADS), ("k", KV_HEADS)):
+            w_hf = hf[f"model.layers.{i}.self_attn.{proj}_proj.weight"].astype(np.float64)
+            w_gg = g[f"blk.{i}.attn_{proj}.weight"].astype(np.float64)
+            assert np.array_equal(permute(w_hf, n_head), w_gg), (i, proj)
+            head_dim = HIDDEN // HEADS
+            for pos in (0, 1, 7, 100):
+                ref = rope((w_hf @ x).reshape(n_head, head_dim), pos, "half").reshape(-1)
+                got = rope((w_gg @ x).reshape(n_head, head_dim), pos, "adjacent").reshape(-1)
+                assert np.allclose(permute(ref[:, None], n_head)[:, 0], got, atol=1e-9), (i, proj, pos)
+    assert np.array_equal(g["token_embd.weight"], hf["model.embed_tokens.weight"])
+    assert np.array_equal(g["output.weight"], hf["lm_head.weight"])
+    print(f"verified: {len(g)} GGUF tensors match the safetensors; NORM RoPE on permuted Q/K = rotate-half RoPE")
+
+
 def samples(model, tok):
     import torch
 
@@ -280,9 +326,13 @@ def main():
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--max-minutes", type=float, default=30.0, help="stop training early after this")
     ap.add_argument("--print-dest", action="store_true")
+    ap.add_argument("--verify-only", action="store_true", help="only check the files in --out")
     args = ap.parse_args()
     if args.print_dest:
         print(DEST)
+        return
+    if args.verify_only:
+        verify(args.out)
         return
 
     import numpy as np
@@ -312,6 +362,7 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     write_gguf(args.out / "rml-tiny-llama.gguf", model, tok)
     write_hf(args.out / "hf", model, tok)
+    verify(args.out)
     for text in samples(model, tok):
         print("---- sample ----")
         print(text)
