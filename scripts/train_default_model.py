@@ -52,8 +52,8 @@ KV_HEADS = 2
 FFN = 384
 CONTEXT = 256
 SEQ_LEN = 128
-BATCH = 8
-STEPS = 200
+BATCH = 16
+STEPS = 500
 LR = 3e-3
 WARMUP = 20
 ROPE_THETA = 10000.0
@@ -148,7 +148,7 @@ def train(model, ids, steps, max_minutes):
         opt.step()
         running = loss.item() if running is None else 0.95 * running + 0.05 * loss.item()
         out_of_time = time.time() - t0 > 60 * max_minutes
-        if step % 20 == 0 or step == steps - 1 or out_of_time:
+        if step % 25 == 0 or step == steps - 1 or out_of_time:
             print(
                 f"step {step:5d}  loss {loss.item():.4f}  smoothed {running:.4f}  "
                 f"lr {lr_at(step):.2e}  {time.time() - t0:6.0f}s",
@@ -250,6 +250,7 @@ def write_hf(folder, model, tok):
     model.to(torch.float16).save_pretrained(folder, safe_serialization=True)
     model.to(torch.float32)
     tok.save(str(folder / "tokenizer.json"))
+    add_legacy_rope_theta(folder)
     config = {
         "bos_token": BOS,
         "eos_token": BOS,
@@ -306,6 +307,15 @@ def verify(folder):
     print(f"verified: {len(g)} GGUF tensors match the safetensors; NORM RoPE on permuted Q/K = rotate-half RoPE")
 
 
+def add_legacy_rope_theta(folder):
+    """transformers 5 writes ``rope_parameters``; readers written for transformers 4
+    configs look for a top-level ``rope_theta``, so both are kept."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    config["rope_theta"] = config.get("rope_parameters", {}).get("rope_theta", ROPE_THETA)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
 def samples(model, tok):
     import torch
 
@@ -341,7 +351,9 @@ def main():
     random.seed(SEED)
     np.random.seed(SEED)
     torch.manual_seed(SEED)
-    torch.set_num_threads(2)
+    # one thread: on a shared, loaded machine OpenMP threads spin-waiting on each other
+    # make every tiny op many times slower
+    torch.set_num_threads(1)
 
     docs = corpus()
     tok = train_tokenizer(docs)
