@@ -27,3 +27,5 @@ pub use error::{Error, Result};
 pub use kv_cache::{KvCache, KvDtype};
 pub use model::{LoadOptions, Logits, Model, Workspace};
 pub use weights::{Convention, GgufSource, MemorySource, SafetensorsSource, WeightSource};
+pub mod sample;
+pub mod stop;
