@@ -14,7 +14,7 @@ use rml_host::graph::tensors::{load_weights, to_dense, to_tensor};
 use rml_host::graph::{Buffer, DenseTensor, Executor, Graph, MemoryConstants, Options, load_graph};
 
 /// Loads a graph file and its weights.
-fn load(path: &Path) -> Result<(Graph, MemoryConstants), String> {
+pub fn load(path: &Path) -> Result<(Graph, MemoryConstants), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let doc: serde_json::Value =

@@ -2,8 +2,9 @@
 //!
 //! `rml-host run GRAPH.json …` runs an rml-graph and `rml-host bench GRAPH.json …` times
 //! it (see `docs/graph-executor.md`). `rml-host inspect FILE [--json]` prints a summary of a safetensors file (or a
-//! sharded set's `*.index.json`), a GGUF file, or a `.npy`/`.npz` array file: its
-//! metadata and each tensor's dtype, shape and size, with totals. Errors are one line
+//! sharded set's `*.index.json`), a GGUF file, a `.npy`/`.npz` array file, or an
+//! rml-graph (`*.json`): its metadata and each tensor's dtype, shape and size, with
+//! totals. Errors are one line
 //! on stderr and a non-zero exit status.
 #![forbid(unsafe_code)]
 
@@ -29,7 +30,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Summarize a safetensors, GGUF, .npy or .npz file: metadata, tensors, totals.
+    /// Summarize a safetensors, GGUF, .npy, .npz or rml-graph file: metadata, tensors, totals.
     Inspect {
         /// The file to inspect (a sharded set: its `*.index.json`).
         file: PathBuf,
@@ -268,6 +269,7 @@ fn summarize(path: &Path) -> Result<Summary> {
                 tensors,
             })
         }
+        FileKind::Graph => graph_summary(path, file_bytes),
         FileKind::Gguf => {
             let options = ReadOptions {
                 allow_unsupported_types: true,
@@ -301,6 +303,67 @@ fn summarize(path: &Path) -> Result<Summary> {
             })
         }
     }
+}
+
+/// An rml-graph's summary: its declared inputs and outputs, op counts, and its
+/// constants as the tensors (shapes as declared, possibly symbolic dims resolved).
+fn graph_summary(path: &Path, file_bytes: u64) -> Result<Summary> {
+    let (graph, _) = graph_cli::load(path).map_err(Error::InvalidArgument)?;
+    let declared = |ids: &[usize]| {
+        ids.iter()
+            .map(|&id| format!("{}: {}", graph.value(id).name, graph.value(id).ty))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut ops: Vec<(String, usize)> = Vec::new();
+    for node in &graph.nodes {
+        match ops.iter_mut().find(|(name, _)| *name == node.op_name) {
+            Some((_, count)) => *count += 1,
+            None => ops.push((node.op_name.clone(), 1)),
+        }
+    }
+    let op_counts: Vec<String> = ops.iter().map(|(op, n)| format!("{op}×{n}")).collect();
+    let mut metadata = vec![
+        (
+            "format".to_string(),
+            format!("rml-graph v{}", graph.version),
+        ),
+        (
+            "weights".to_string(),
+            graph.weights.clone().unwrap_or_else(|| "(none)".into()),
+        ),
+        ("inputs".to_string(), declared(&graph.inputs)),
+        ("outputs".to_string(), declared(&graph.outputs)),
+        ("nodes".to_string(), graph.nodes.len().to_string()),
+    ];
+    metadata.push(("ops".to_string(), op_counts.join(", ")));
+    let tensors = graph
+        .constants
+        .iter()
+        .map(|&id| {
+            let value = graph.value(id);
+            let shape: Vec<usize> = value
+                .ty
+                .shape
+                .iter()
+                .map(|d| d.fixed().unwrap_or(0))
+                .collect();
+            let numel: usize = shape.iter().product();
+            Row {
+                name: value.name.clone(),
+                dtype: value.ty.dtype.to_string(),
+                bytes: value.ty.dtype.storage_bytes(numel).unwrap_or(0),
+                shape,
+                note: String::new(),
+            }
+        })
+        .collect();
+    Ok(Summary {
+        format: "rml-graph",
+        file_bytes,
+        metadata,
+        tensors,
+    })
 }
 
 fn totals(s: &Summary) -> (usize, u128, u128) {

@@ -115,3 +115,27 @@ fn errors_are_one_line_with_a_failing_status() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn rml_graphs_list_their_signature_ops_and_constants() {
+    let graph = root().join("../../models/graph-default/transformer_block.json");
+    let o = inspect(&[], &graph);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = stdout(&o);
+    assert!(text.contains("format = rml-graph v1"), "{text}");
+    assert!(text.contains("inputs = x: F32 [B, S, 16]"), "{text}");
+    assert!(text.contains("linear×4") && text.contains("scaled_dot_product_attention×1"), "{text}");
+    assert!(text.contains("qkv") && text.contains("[48, 16]"), "{text}");
+    assert!(text.contains("total: 6 tensors"), "{text}");
+    // A JSON file that is not a valid graph is one line naming the problem.
+    let dir = std::env::temp_dir().join(format!("rml-inspect-graph-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"format": "rml-graph", "version": 99}"#).unwrap();
+    let o = inspect(&[], &bad);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("version"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -32,11 +32,14 @@ pub enum FileKind {
     Npy,
     /// A NumPy `.npz` archive (a zip file).
     Npz,
+    /// An rml-graph document (`*.json` other than a sharded safetensors index).
+    Graph,
 }
 
 /// Guesses a file's format from its first bytes and its name: `\x93NUMPY` is `.npy`,
 /// `PK\x03\x04` or `PK\x05\x06` a `.npz`, `GGUF` a GGUF file, a name ending in
-/// `.index.json` a sharded safetensors index, and anything else safetensors.
+/// `.index.json` a sharded safetensors index, any other `.json` an rml-graph, and
+/// anything else safetensors.
 pub fn detect(path: &Path, head: &[u8]) -> FileKind {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if head.starts_with(npy::MAGIC) {
@@ -47,6 +50,8 @@ pub fn detect(path: &Path, head: &[u8]) -> FileKind {
         FileKind::Gguf
     } else if name.ends_with(".index.json") {
         FileKind::SafeTensorsIndex
+    } else if name.ends_with(".json") {
+        FileKind::Graph
     } else {
         FileKind::SafeTensors
     }
