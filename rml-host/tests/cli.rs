@@ -124,7 +124,10 @@ fn rml_graphs_list_their_signature_ops_and_constants() {
     let text = stdout(&o);
     assert!(text.contains("format = rml-graph v1"), "{text}");
     assert!(text.contains("inputs = x: F32 [B, S, 16]"), "{text}");
-    assert!(text.contains("linear×4") && text.contains("scaled_dot_product_attention×1"), "{text}");
+    assert!(
+        text.contains("linear×4") && text.contains("scaled_dot_product_attention×1"),
+        "{text}"
+    );
     assert!(text.contains("qkv") && text.contains("[48, 16]"), "{text}");
     assert!(text.contains("total: 6 tensors"), "{text}");
     // A JSON file that is not a valid graph is one line naming the problem.
