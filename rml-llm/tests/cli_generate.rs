@@ -2,6 +2,7 @@
 //! text on stdout, one error line on stderr and a non-zero exit on bad input, and no
 //! panic when stdout is closed early.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -210,4 +211,68 @@ fn closed_stdout_does_not_panic() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{stderr}");
+}
+
+/// Runs `rml-llm chat` over `input` lines.
+fn chat(input: &str) -> (bool, String, String) {
+    let mut child = bin()
+        .args(["chat", "-n", "8", "--temp", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn prompt_tokens(stats_line: &str) -> usize {
+    stats_line
+        .strip_prefix("prompt: ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stats_line}"))
+}
+
+#[test]
+fn chat_reuses_the_cache_across_turns_and_exits_at_eof() {
+    let (ok, stdout, stderr) =
+        chat("What does the with statement do?\n/stats\nAnd the for statement?\n/stats\n");
+    assert!(ok, "{stderr}");
+    assert!(!stdout.trim().is_empty());
+    let stats: Vec<&str> = stderr.lines().collect();
+    assert_eq!(stats.len(), 2, "{stderr}");
+    let (first, second) = (prompt_tokens(stats[0]), prompt_tokens(stats[1]));
+    // Re-running the history would need the first prompt, its 8 reply tokens and
+    // the new turn; only the new part (and the pending last token) is run.
+    assert!(second < first + 8, "{first} then {second}");
+
+    // After /reset the first turn runs from scratch again, with the same reply.
+    let question = "What does the with statement do?\n";
+    let (ok, once, _) = chat(question);
+    assert!(ok);
+    let (ok, twice, _) = chat(&format!("{question}/reset\n{question}"));
+    assert!(ok);
+    assert_eq!(twice, format!("{once}{once}"));
+}
+
+#[test]
+fn chat_errors_are_one_line() {
+    let out = bin()
+        .args(["chat", "/no/such/model.gguf"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_one_error_line(out.status.success(), &stderr, "/no/such/model.gguf");
 }
