@@ -276,3 +276,11 @@ fn chat_errors_are_one_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_one_error_line(out.status.success(), &stderr, "/no/such/model.gguf");
 }
+
+#[test]
+fn prompt_longer_than_the_context_is_one_error_line() {
+    let prompt = "for ".repeat(300);
+    let (ok, stdout, stderr) = run(&["generate", "-p", &prompt, "-n", "4"]);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert_one_error_line(ok, &stderr, "the context holds 256");
+}
