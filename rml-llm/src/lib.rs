@@ -13,6 +13,7 @@ pub mod chat;
 pub mod config;
 pub mod error;
 pub mod ffn;
+pub mod generate;
 pub mod kv_cache;
 pub mod linear;
 pub mod model;
@@ -24,6 +25,7 @@ pub mod weights;
 
 pub use config::{Config, Family};
 pub use error::{Error, Result};
+pub use generate::{Generation, GenerationStats, Session};
 pub use kv_cache::{KvCache, KvDtype};
 pub use model::{LoadOptions, Logits, Model, Workspace};
 pub use weights::{Convention, GgufSource, MemorySource, SafetensorsSource, WeightSource};

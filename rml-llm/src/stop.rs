@@ -15,6 +15,11 @@ pub enum StopReason {
     Token(u32),
     /// The token budget was used up.
     MaxTokens,
+    /// The KV cache (the model's context) is full: the last generated token was shown
+    /// but there is no position left to run it through the model.
+    ContextFull,
+    /// The text callback asked to stop.
+    Cancelled,
 }
 
 /// A streaming stop-string matcher; see the [module](self) documentation.

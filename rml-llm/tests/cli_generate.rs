@@ -1,0 +1,286 @@
+//! The `rml-llm generate` and `info` subcommands through the real binary: generated
+//! text on stdout, one error line on stderr and a non-zero exit on bad input, and no
+//! panic when stdout is closed early.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use rml_llm::tokenizer::Tokenizer;
+use rml_llm::{Model, Session};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rml-llm"))
+}
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = bin().args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn bundled() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default/rml-tiny-llama.gguf")
+}
+
+/// A fresh temporary directory for one test.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rml-cli-generate-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn assert_one_error_line(ok: bool, stderr: &str, mentions: &str) {
+    assert!(!ok);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("rml-llm: error: "), "{stderr}");
+    assert!(stderr.contains(mentions), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn greedy_generate_prints_the_library_continuation() {
+    let prompt = "The for statement";
+    // The default model is found from the crate directory through the path baked in
+    // at build time.
+    let (ok, stdout, stderr) = run(&["generate", "-p", prompt, "-n", "16", "--temp", "0"]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+
+    let model = Model::open(bundled()).unwrap();
+    let tok = Tokenizer::from_gguf_file(bundled()).unwrap();
+    let ids = tok.encode_prompt(prompt).unwrap();
+    let mut session = Session::new(&model, 256).unwrap();
+    let mut sampler = rml_llm::sample::Sampler::new(
+        rml_llm::sample::SamplerConfig::greedy(),
+        model.config().vocab_size,
+    )
+    .unwrap();
+    let stop = rml_llm::stop::StopConfig {
+        tokens: tok.eos_id().into_iter().collect(),
+        max_tokens: Some(16),
+        ..Default::default()
+    };
+    let mut expected = String::new();
+    session
+        .generate(&tok, &ids, &mut sampler, &stop, |t| {
+            expected.push_str(t);
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert!(!expected.is_empty());
+    assert_eq!(stdout, format!("{expected}\n"));
+}
+
+#[test]
+fn verbose_stats_go_to_stderr_and_sampling_is_seeded() {
+    let model = bundled();
+    let model = model.to_str().unwrap();
+    let args = [
+        "generate",
+        model,
+        "-p",
+        "The with",
+        "-n",
+        "12",
+        "--seed",
+        "7",
+        "--top-k",
+        "20",
+        "--top-p",
+        "0.9",
+        "--min-p",
+        "0.01",
+        "--repeat-penalty",
+        "1.1",
+        "--threads",
+        "2",
+        "--verbose",
+    ];
+    let (ok, a, stderr) = run(&args);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("tok/s"), "{stderr}");
+    let (_, b, _) = run(&args);
+    assert_eq!(a, b, "same seed, same text");
+}
+
+#[test]
+fn stop_string_is_not_printed() {
+    let (ok, free, _) = run(&[
+        "generate",
+        "-p",
+        "The for statement",
+        "-n",
+        "24",
+        "--temp",
+        "0",
+    ]);
+    assert!(ok);
+    let stop: String = free.trim_start().chars().skip(3).take(2).collect();
+    let at = free.find(&stop).unwrap();
+    let (ok, out, _) = run(&[
+        "generate",
+        "-p",
+        "The for statement",
+        "-n",
+        "24",
+        "--temp",
+        "0",
+        "--stop",
+        &stop,
+    ]);
+    assert!(ok);
+    assert_eq!(out, format!("{}\n", &free[..at]));
+}
+
+#[test]
+fn info_describes_the_bundled_model() {
+    let (ok, stdout, stderr) = run(&["info"]);
+    assert!(ok, "{stderr}");
+    for needle in [
+        "family:       Llama",
+        "layers:       4",
+        "kv heads:     2",
+        "vocab:        1024",
+        "F16:",
+        "tokenizer:    gpt2",
+        "chat template: yes",
+    ] {
+        assert!(stdout.contains(needle), "{needle}: {stdout}");
+    }
+}
+
+#[test]
+fn missing_model_is_one_error_line() {
+    for cmd in ["generate", "info"] {
+        let mut args = vec![cmd, "/no/such/model.gguf"];
+        if cmd == "generate" {
+            args.extend(["-p", "hi"]);
+        }
+        let (ok, _, stderr) = run(&args);
+        assert_one_error_line(ok, &stderr, "/no/such/model.gguf");
+    }
+}
+
+#[test]
+fn truncated_and_foreign_files_are_one_error_line() {
+    let dir = temp_dir("bad");
+    let bytes = std::fs::read(bundled()).unwrap();
+    let write = |name: &str, data: &[u8]| -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, data).unwrap();
+        p
+    };
+    let files = [
+        write("prefix.gguf", &bytes[..5000]),
+        write("half.gguf", &bytes[..bytes.len() / 2]),
+        write("header.gguf", &bytes[..10]),
+        write("text.gguf", b"this is not a model\n"),
+    ];
+    for file in &files {
+        let name = file.to_str().unwrap();
+        let (ok, _, stderr) = run(&["generate", name, "-p", "hi"]);
+        assert_one_error_line(ok, &stderr, name);
+        let (ok, _, stderr) = run(&["info", name]);
+        assert_one_error_line(ok, &stderr, name);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn closed_stdout_does_not_panic() {
+    let mut child = bin()
+        .args([
+            "generate",
+            "-p",
+            "The for statement",
+            "-n",
+            "200",
+            "--temp",
+            "0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{stderr}");
+}
+
+/// Runs `rml-llm chat` over `input` lines.
+fn chat(input: &str) -> (bool, String, String) {
+    let mut child = bin()
+        .args(["chat", "-n", "8", "--temp", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn prompt_tokens(stats_line: &str) -> usize {
+    stats_line
+        .strip_prefix("prompt: ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stats_line}"))
+}
+
+#[test]
+fn chat_reuses_the_cache_across_turns_and_exits_at_eof() {
+    let (ok, stdout, stderr) =
+        chat("What does the with statement do?\n/stats\nAnd the for statement?\n/stats\n");
+    assert!(ok, "{stderr}");
+    assert!(!stdout.trim().is_empty());
+    let stats: Vec<&str> = stderr.lines().collect();
+    assert_eq!(stats.len(), 2, "{stderr}");
+    let (first, second) = (prompt_tokens(stats[0]), prompt_tokens(stats[1]));
+    // Re-running the history would need the first prompt, its 8 reply tokens and
+    // the new turn; only the new part (and the pending last token) is run.
+    assert!(second < first + 8, "{first} then {second}");
+
+    // After /reset the first turn runs from scratch again, with the same reply.
+    let question = "What does the with statement do?\n";
+    let (ok, once, _) = chat(question);
+    assert!(ok);
+    let (ok, twice, _) = chat(&format!("{question}/reset\n{question}"));
+    assert!(ok);
+    assert_eq!(twice, format!("{once}{once}"));
+}
+
+#[test]
+fn chat_errors_are_one_line() {
+    let out = bin()
+        .args(["chat", "/no/such/model.gguf"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_one_error_line(out.status.success(), &stderr, "/no/such/model.gguf");
+}
+
+#[test]
+fn prompt_longer_than_the_context_is_one_error_line() {
+    let prompt = "for ".repeat(300);
+    let (ok, stdout, stderr) = run(&["generate", "-p", &prompt, "-n", "4"]);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert_one_error_line(ok, &stderr, "the context holds 256");
+}
