@@ -2,8 +2,10 @@
 //! packing), plans buffers per set of input shapes (cached: the batch is bound per
 //! run), and runs the steps over one reused arena. After the first run with given
 //! shapes, a run on one thread allocates nothing on the heap as long as every step
-//! is fused, linear, an alias, or an f32 node that is one rml-core call writing
-//! into the arena (convolution, pooling, norms, softmax, reductions, matmul); data
+//! is fused, linear (packed GEMM, scratch sized at compile time), an alias, or an
+//! f32 node that is one rml-kernels row kernel (last-axis layer/RMS norm, softmax)
+//! or one rml-core call writing into the arena (convolution, pooling, other norms,
+//! reductions, matmul); data
 //! movement, attention and integer ops copy through the reference interpreter and
 //! allocate.
 
