@@ -72,9 +72,10 @@ fn graph(nodes: Vec<Value>, constants: Vec<Value>, width: usize, outputs: &[&str
 #[test]
 fn packed_linears_match_the_interpreter_within_a_k_bound() {
     // K below, at and above the GEMM's K block (256); M not a multiple of the
-    // 16-wide panel; 37 rows, not a multiple of the 6-row tile.
-    let (rows, m) = (37, 40);
-    for k in [3, 256, 600] {
+    // 16-wide panel; 37 rows (not a multiple of the 6-row tile) and 20 rows (three
+    // threads get 7-row blocks, the GEMM's small-M path, one thread all 20).
+    let m = 40;
+    for (rows, k) in [(37, 3), (37, 256), (37, 600), (20, 300)] {
         for op in ["linear", "matmul"] {
             let w_dims = if op == "linear" { [m, k] } else { [k, m] };
             let w = exec_support::values(m * k, k as u64);
