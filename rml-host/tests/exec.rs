@@ -1,10 +1,11 @@
 //! The executor against the reference interpreter: every NumPy case in
 //! `fixtures/graph/run/`, every hand-written graph in `fixtures/graph/`, and graphs
 //! built in memory large enough to take the threaded paths. Fusion on and off agree
-//! bit for bit (fused programs use the same scalar functions as the interpreter);
-//! thread counts 1, 2 and 3 agree bit for bit (every step computes each output
-//! element the same way whatever the partition); the interpreter agrees to rounding
-//! (the packed linear sums in its own order).
+//! bit for bit (a fused program and its one-member programs evaluate each op with the
+//! same tile functions); thread counts 1, 2 and 3 agree bit for bit (every step
+//! computes each output element the same way whatever the partition); the
+//! interpreter agrees to rounding (packed GEMM, vector math and row kernels; their
+//! own bounds are checked in `exec_kernels.rs`).
 
 mod exec_support;
 

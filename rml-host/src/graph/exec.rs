@@ -2,8 +2,10 @@
 //! packing), plans buffers per set of input shapes (cached: the batch is bound per
 //! run), and runs the steps over one reused arena. After the first run with given
 //! shapes, a run on one thread allocates nothing on the heap as long as every step
-//! is fused, linear, an alias, or an f32 node that is one rml-core call writing
-//! into the arena (convolution, pooling, norms, softmax, reductions, matmul); data
+//! is fused, linear (packed GEMM, scratch sized at compile time), an alias, or an
+//! f32 node that is one rml-kernels row kernel (last-axis layer/RMS norm, softmax)
+//! or one rml-core call writing into the arena (convolution, pooling, other norms,
+//! reductions, matmul); data
 //! movement, attention and integer ops copy through the reference interpreter and
 //! allocate.
 
@@ -20,10 +22,12 @@ use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
 use super::interp::float::fill;
 use super::interp::{In, run_node};
 use super::ir::{Graph, ValueId};
+use super::op::Op;
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
 use super::steps::{Step, StepKind, build_steps};
 use crate::pool::{ThreadPool, chunk_range};
+use rml_kernels::{gemm, norm, softmax};
 
 /// Most inputs of a node run by [`fill`].
 const MAX_FILL_INPUTS: usize = 5;
@@ -66,6 +70,10 @@ pub struct Executor {
     arena: BufferPool,
     outputs: Vec<DenseTensor>,
     times: Option<Vec<Duration>>,
+    /// GEMM scratch: one [`Executor::scratch_per_chunk`] slice per thread, sized at
+    /// compile time (the packed-A block is capped by `MC × KC`, whatever the batch).
+    scratch: Vec<f32>,
+    scratch_per_chunk: usize,
 }
 
 impl Executor {
@@ -88,6 +96,14 @@ impl Executor {
             })?
         };
         let times = options.profile.then(|| vec![Duration::ZERO; steps.len()]);
+        let scratch_per_chunk = steps
+            .iter()
+            .filter_map(|s| match s.kind {
+                StepKind::Linear { k, .. } => Some(gemm::gemm_packed_scratch_len(gemm::MC, k)),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
         Ok(Executor {
             graph,
             consts,
@@ -98,6 +114,8 @@ impl Executor {
             arena: BufferPool::new(),
             outputs: Vec::new(),
             times,
+            scratch: vec![0.0; scratch_per_chunk * threads],
+            scratch_per_chunk,
         })
     }
 
@@ -168,8 +186,9 @@ impl Executor {
                 plan,
                 pool: &self.pool,
                 threads: self.threads,
+                scratch_per_chunk: self.scratch_per_chunk,
             };
-            ctx.run_step(index, step, arena)?;
+            ctx.run_step(index, step, arena, &mut self.scratch)?;
             if let (Some(times), Some(start)) = (self.times.as_mut(), start) {
                 times[index] += start.elapsed();
             }
@@ -234,14 +253,21 @@ struct Ctx<'a> {
     plan: &'a Plan,
     pool: &'a ThreadPool,
     threads: usize,
+    scratch_per_chunk: usize,
 }
 
 impl Ctx<'_> {
-    fn run_step(&self, index: usize, step: &Step, arena: &mut [u64]) -> Result<(), GraphError> {
+    fn run_step(
+        &self,
+        index: usize,
+        step: &Step,
+        arena: &mut [u64],
+        scratch: &mut [f32],
+    ) -> Result<(), GraphError> {
         match &step.kind {
             StepKind::Alias { .. } => Ok(()),
             StepKind::Fused(p) => {
-                self.stream(Some(p), None, &self.plan.broadcasts[index], arena);
+                self.stream(Some(p), None, &self.plan.broadcasts[index], arena, scratch);
                 Ok(())
             }
             StepKind::Linear {
@@ -264,7 +290,7 @@ impl Ctx<'_> {
                     out: *out,
                 };
                 let bcast = &self.plan.broadcasts[index];
-                self.stream(epilogue.as_ref(), Some(&g), bcast, arena);
+                self.stream(epilogue.as_ref(), Some(&g), bcast, arena, scratch);
                 Ok(())
             }
             StepKind::Node(node) => self.node(*node, arena),
@@ -293,6 +319,7 @@ impl Ctx<'_> {
         g: Option<&GemmStep<'_>>,
         bcast: &[Broadcast],
         arena: &mut [u64],
+        scratch: &mut [f32],
     ) {
         let no_values: &[ValueId] = &[];
         let (p_outs, p_ops) = p.map_or((no_values, no_values), |p| (&p.outputs, &p.operands));
@@ -361,22 +388,24 @@ impl Ctx<'_> {
             (None, Some(p)) => n * p.code.len(),
             (None, None) => 0,
         };
-        let body = |outs: &mut [DataMut<'_>], first: usize| {
+        let body = |outs: &mut [DataMut<'_>], first: usize, scratch: &mut [f32]| {
             if let (Some(g), Some(x), DataMut::F32(o)) = (g, xs, &mut outs[nprog.min(nout - 1)]) {
-                g.gemm.rows(x, bs, o, first);
+                g.gemm.rows(x, bs, o, first, scratch);
             }
             if let Some(p) = p {
                 p.run(sources, outs, first * unit);
             }
         };
         let chunks = self.chunks(units, work);
+        let per = self.scratch_per_chunk;
         if chunks == 1 {
-            body(&mut outs[..nout], 0);
+            body(&mut outs[..nout], 0, &mut scratch[..per]);
             return;
         }
-        let slots: [Mutex<Option<[DataMut<'_>; MAX_IO]>>; MAX_CHUNKS] =
-            std::array::from_fn(|_| Mutex::new(None));
+        type Slot<'o, 's> = Mutex<Option<([DataMut<'o>; MAX_IO], &'s mut [f32])>>;
+        let slots: [Slot<'_, '_>; MAX_CHUNKS] = std::array::from_fn(|_| Mutex::new(None));
         let mut rest = outs;
+        let mut scratch_pieces = scratch.chunks_mut(per.max(1));
         for (c, slot) in slots.iter().enumerate().take(chunks) {
             let len = chunk_range(units, chunks, c).len() * unit;
             let mut piece: [DataMut<'_>; MAX_IO] = std::array::from_fn(|_| DataMut::F32(&mut []));
@@ -386,12 +415,17 @@ impl Ctx<'_> {
                 *pc = head;
                 *r = tail;
             }
-            *slot.lock().expect("fresh mutex") = Some(piece);
+            let own = if per == 0 {
+                &mut []
+            } else {
+                scratch_pieces.next().expect("one scratch slice per thread")
+            };
+            *slot.lock().expect("fresh mutex") = Some((piece, own));
         }
         self.parallel(chunks, |c| {
             let piece = slots[c].lock().ok().and_then(|mut s| s.take());
-            if let Some(mut piece) = piece {
-                body(&mut piece[..nout], chunk_range(units, chunks, c).start);
+            if let Some((mut piece, own)) = piece {
+                body(&mut piece[..nout], chunk_range(units, chunks, c).start, own);
             }
         });
     }
@@ -480,8 +514,13 @@ impl Ctx<'_> {
         let [o, ..] = io.outs;
         let shape = self.plan.shapes[out];
         let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
-        let mut view = TensorViewMut::new(words, shape).ok()?;
-        let result = fill(&node.op, &views, &mut view)?;
+        let result = match row_kernel(&node.op, &views, words) {
+            Some(done) => done,
+            None => {
+                let mut view = TensorViewMut::new(words, shape).ok()?;
+                fill(&node.op, &views, &mut view)?
+            }
+        };
         Some(result.map_err(|e| GraphError::Run {
             site: Site::Node(Box::new(node.describe(index))),
             message: e.to_string(),
@@ -498,6 +537,52 @@ impl Ctx<'_> {
     }
 }
 
+/// Runs `layer_norm` / `rms_norm` / `softmax` with rml-kernels' row kernels when
+/// the normalized axis is the contiguous last axis alone and every affine parameter
+/// is one value per column; `None` otherwise (the caller falls back to rml-core).
+/// The kernels vectorize the row sums, so results differ from the interpreter's by
+/// rounding (bounds in `docs/kernels.md`).
+fn row_kernel(
+    op: &Op,
+    views: &[Option<TensorView<'_, f32>>],
+    y: &mut [f32],
+) -> Option<rml_core::Result<()>> {
+    let x = views.first()?.as_ref()?;
+    let cols = x.shape().dims().last().copied()?;
+    let rows = x.shape().numel().checked_div(cols)?;
+    let xs = x.as_slice().ok()?;
+    // An optional per-column parameter: `Some(None)` when absent, `None` when its
+    // shape does not fit the row kernel.
+    let param = |i: usize| match views.get(i) {
+        Some(Some(v)) if v.shape().numel() == cols => v.as_slice().ok().map(Some),
+        Some(Some(_)) => None,
+        _ => Some(None),
+    };
+    let last = x.shape().rank().checked_sub(1)?;
+    match *op {
+        Op::LayerNorm { axis, epsilon } if x.shape().axis(axis).ok()? == last => {
+            let (gamma, beta) = (param(1)?, param(2)?);
+            Some(norm::layer_norm_rows(
+                xs,
+                cols,
+                0..rows,
+                gamma,
+                beta,
+                epsilon,
+                y,
+            ))
+        }
+        Op::RmsNorm { epsilon } => {
+            let gamma = param(1)?;
+            Some(norm::rms_norm_rows(xs, cols, 0..rows, gamma, epsilon, y))
+        }
+        Op::Softmax { log: false, axis } if x.shape().axis(axis).ok()? == last => {
+            Some(softmax::softmax_rows(xs, cols, 0..rows, y))
+        }
+        _ => None,
+    }
+}
+
 /// A linear step's GEMM and its values.
 struct GemmStep<'a> {
     gemm: Gemm<'a>,
@@ -506,7 +591,7 @@ struct GemmStep<'a> {
     out: ValueId,
 }
 
-/// A pre-packed GEMM `[rows, k] · [k, m]`.
+/// A GEMM `[rows, k] · [k, m]` with `B` pre-packed by `gemm::pack_b`.
 struct Gemm<'a> {
     packed: &'a [f32],
     k: usize,
@@ -514,26 +599,35 @@ struct Gemm<'a> {
 }
 
 impl Gemm<'_> {
-    /// Output rows `first..first + out.len() / m`: the product, then the bias.
-    fn rows(&self, x: &[f32], bias: Option<&[f32]>, out: &mut [f32], first: usize) {
+    /// Output rows `first..first + out.len() / m`: the packed GEMM of those rows of
+    /// `x` with the bias in its epilogue (the row block of `gemm_packed_range`, on a
+    /// thread's own slice of the output). A row's value does not depend on the
+    /// block it falls in (same K blocking and accumulation order for every row), so
+    /// any row partition gives the same bits.
+    fn rows(
+        &self,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+        first: usize,
+        scratch: &mut [f32],
+    ) {
         let (k, m) = (self.k, self.m);
         if m == 0 {
             return;
         }
-        for (r, o) in out.chunks_exact_mut(m).enumerate() {
-            let row = &x[(first + r) * k..(first + r + 1) * k];
-            o.fill(0.0);
-            for (&a, w) in row.iter().zip(self.packed.chunks_exact(m)) {
-                for (acc, &b) in o.iter_mut().zip(w) {
-                    *acc += a * b;
-                }
-            }
-            if let Some(bias) = bias {
-                for (acc, &b) in o.iter_mut().zip(bias) {
-                    *acc += b;
-                }
-            }
-        }
+        let rows = out.len() / m;
+        let a = &x[first * k..(first + rows) * k];
+        let epilogue = gemm::Epilogue {
+            bias,
+            ..gemm::Epilogue::default()
+        };
+        let done = gemm::PackedB::new(self.packed, k, m).and_then(|b| {
+            let a = gemm::MatRef::row_major(a, rows, k)?;
+            let c = gemm::MatMut::row_major(out, rows, m)?;
+            gemm::gemm_packed(1.0, a, b, 0.0, c, &epilogue, scratch)
+        });
+        done.expect("linear steps are packed and planned to these sizes");
     }
 }
 

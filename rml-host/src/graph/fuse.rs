@@ -43,7 +43,8 @@ pub enum Instr {
         dst: Reg,
         /// Source register.
         src: Reg,
-        /// The function (rml-core's scalar definition).
+        /// The function: rml-core's definition; transcendentals are evaluated
+        /// per tile by rml-kernels' vector math within its ULP bounds.
         f: UnaryOp,
     },
     /// `dst = min(max(src, lo), hi)`, keeping NaN.
@@ -508,9 +509,16 @@ impl Program {
                 }
             }
             Instr::Unary { dst, src, f } => {
-                // A constant op per arm lets the compiler specialize the loop; the
-                // function is still rml-core's, so results are the same bits.
+                // Transcendentals run rml-kernels' vector functions over the tile
+                // (within their documented ULP bounds of rml-core's definitions);
+                // the rest keep rml-core's scalar function, with a constant op per
+                // arm so the compiler specializes the loop.
                 let (d, s) = (at(dst), at(src));
+                if let Some(kernel) = vector_kernel(f) {
+                    regs.copy_within(s..s + n, d);
+                    kernel(&mut regs[d..d + n]);
+                    return;
+                }
                 match f {
                     UnaryOp::Relu => map1(regs, d, s, n, |x| unary::apply(UnaryOp::Relu, x)),
                     UnaryOp::Neg => map1(regs, d, s, n, |x| unary::apply(UnaryOp::Neg, x)),
@@ -574,6 +582,24 @@ impl Program {
             }
         }
     }
+}
+
+/// The rml-kernels in-place vector function for a transcendental `f`, if any. Each
+/// lane is computed independently (a tail is padded, not run scalar), so an element
+/// gets the same bits wherever a tile or thread chunk boundary falls.
+fn vector_kernel(f: UnaryOp) -> Option<fn(&mut [f32])> {
+    use rml_kernels::math;
+    Some(match f {
+        UnaryOp::Exp => math::exp_inplace,
+        UnaryOp::Tanh => math::tanh_inplace,
+        UnaryOp::Sigmoid => math::sigmoid_inplace,
+        UnaryOp::Erf => math::erf_inplace,
+        UnaryOp::Gelu => math::gelu_inplace,
+        UnaryOp::GeluTanh => math::gelu_tanh_inplace,
+        UnaryOp::Silu => math::silu_inplace,
+        UnaryOp::Softplus => math::softplus_inplace,
+        _ => return None,
+    })
 }
 
 /// `regs[dst..dst+n] = f(regs[a..a+n], regs[b..b+n])`.

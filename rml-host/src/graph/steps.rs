@@ -4,6 +4,7 @@
 //! [`StepKind::Node`] run by the reference interpreter's op code.
 
 use rml_core::DType;
+use rml_kernels::gemm::{self, MatRef};
 
 use super::buffer::Buffer;
 use super::fuse::{Program, group};
@@ -16,13 +17,12 @@ use super::passes::ConstTable;
 pub enum StepKind {
     /// A fused elementwise program.
     Fused(Program),
-    /// `out = x · W + bias` with `W` pre-packed at load as a contiguous `[K, M]` copy
-    /// (the transpose of a `linear` weight, or a constant `matmul` right operand), so
-    /// each output row streams the packed rows.
+    /// `out = x · W + bias` with `W` pre-packed at load by rml-kernels' `pack_b`
+    /// (`NR`-column panels), run with the packed GEMM and the bias in its epilogue.
     Linear {
         /// The `[..., K]` input.
         x: ValueId,
-        /// The packed weight, `k * m` elements, row `kk` holding `W[kk, :]`.
+        /// The packed `K × M` weight (`packed_b_len(k, m)` values).
         packed: Vec<f32>,
         /// Inner size.
         k: usize,
@@ -200,17 +200,15 @@ fn linear_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKi
     } else {
         (rows, cols)
     };
-    let packed = if stored_mk {
-        let mut t = vec![0.0f32; k * m];
-        for (j, row) in data.chunks_exact(k).enumerate() {
-            for (kk, &v) in row.iter().enumerate() {
-                t[kk * m + j] = v;
-            }
-        }
-        t
+    // B is `k × m`: the transpose of an [M, K] store, or the [K, M] store itself.
+    let b = if stored_mk {
+        MatRef::row_major(data, m, k).map(MatRef::t)
     } else {
-        data.clone()
-    };
+        MatRef::row_major(data, k, m)
+    }
+    .ok()?;
+    let mut packed = vec![0.0f32; gemm::packed_b_len(k, m).ok()?];
+    gemm::pack_b(b, &mut packed).ok()?;
     Some(StepKind::Linear {
         x,
         packed,
