@@ -471,7 +471,7 @@ fn gemm_fused_epilogues_and_weight_types() {
 fn prepacked_b_and_ranges_match_plain_gemm() {
     let mut rng = Rng(31);
     let (m, k, n) = if crate::testing::MIRI {
-        (7, 20, 35)
+        (13, 20, 35)
     } else {
         (29, 270, 53)
     };
