@@ -3,8 +3,6 @@
 //! `Session::generate` runs, and the count is compared with a `DecodeStream` alone
 //! over the same tokens.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::PathBuf;
 
 use std::ops::ControlFlow;
@@ -14,51 +12,10 @@ use rml_llm::stop::StopConfig;
 use rml_llm::tokenizer::Tokenizer;
 use rml_llm::{Model, Session};
 
-struct Counting;
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
-thread_local! {
-    static WATCHING: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note() {
-    let _ = WATCHING.try_with(|w| {
-        if w.get() {
-            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        }
-    });
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counter
-// only touches const-initialized thread-locals, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: forwarded unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made on this thread while `f` runs.
-fn allocations(f: impl FnOnce()) -> usize {
-    COUNT.with(|c| c.set(0));
-    WATCHING.with(|w| w.set(true));
-    f();
-    WATCHING.with(|w| w.set(false));
-    COUNT.with(Cell::get)
-}
+use counting_alloc::allocations;
 
 /// Allocations of one greedy generation of `n` tokens, beyond those of decoding the
 /// same tokens with a `DecodeStream` alone.
