@@ -1,5 +1,5 @@
 //! GGUF interop: rml reads the files gguf-py's `GGUFWriter` wrote
-//! (`scripts/fixtures/gguf.py`), exactly as their manifests describe; rml's writer
+//! (`scripts/fixtures/gguf_files.py`), exactly as their manifests describe; rml's writer
 //! reproduces gguf-py's bytes; and rml writes files for
 //! `scripts/interop/read_rml_gguf.py` to check with `gguf.GGUFReader`.
 
@@ -130,7 +130,7 @@ fn every_gguf_py_fixture_reads_as_its_manifest_says() {
     let files = fixture_files();
     assert!(
         files.len() >= 7,
-        "fixtures missing: run scripts/fixtures/gguf.py"
+        "fixtures missing: run scripts/fixtures/gguf_files.py"
     );
     for path in files {
         let g = GgufFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
