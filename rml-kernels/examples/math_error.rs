@@ -9,34 +9,7 @@
 
 use rml_kernels::elementwise::{UnaryOp, unary};
 use rml_kernels::isa::{ALL_ISAS, force};
-use rml_kernels::testing::ulp_error;
-
-fn sigmoid64(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + libm::exp(-x))
-    } else {
-        let e = libm::exp(x);
-        e / (1.0 + e)
-    }
-}
-
-fn reference(op: UnaryOp, x: f64) -> f64 {
-    match op {
-        UnaryOp::Exp => libm::exp(x),
-        UnaryOp::Log => libm::log(x),
-        UnaryOp::Tanh => libm::tanh(x),
-        UnaryOp::Sigmoid => sigmoid64(x),
-        UnaryOp::Erf => libm::erf(x),
-        UnaryOp::Gelu => 0.5 * x * libm::erfc(-x / core::f64::consts::SQRT_2),
-        UnaryOp::GeluTanh => {
-            let u = (2.0 / core::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
-            x / (1.0 + libm::exp(-2.0 * u))
-        }
-        UnaryOp::Silu => x * sigmoid64(x),
-        UnaryOp::Softplus => x.max(0.0) + libm::log1p(libm::exp(-x.abs())),
-        _ => f64::NAN,
-    }
-}
+use rml_kernels::testing::{ulp_error, unary_reference};
 
 /// Inputs below this use the absolute bound only (the GELU tails).
 fn tail(op: UnaryOp) -> f32 {
@@ -81,7 +54,7 @@ fn main() {
                 }
                 unary(op, &x[..n], &mut y[..n]).expect("lengths");
                 for (&xi, &yi) in x[..n].iter().zip(&y[..n]) {
-                    let want = reference(op, xi as f64);
+                    let want = unary_reference(op, xi as f64);
                     let normal = want.is_nan()
                         || want.is_infinite()
                         || want.abs() >= f32::MIN_POSITIVE as f64;

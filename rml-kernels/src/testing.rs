@@ -115,3 +115,45 @@ pub fn for_each_isa(mut f: impl FnMut(crate::isa::Isa)) {
         }
     }
 }
+
+/// Logistic sigmoid in f64, in the form that cannot overflow.
+fn sigmoid64(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + libm::exp(-x))
+    } else {
+        let e = libm::exp(x);
+        e / (1.0 + e)
+    }
+}
+
+/// The f64 oracle for [`crate::elementwise::UnaryOp`]: libm formulas the vector kernels'
+/// error bounds are measured against (tests and `examples/math_error.rs`).
+pub fn unary_reference(op: crate::elementwise::UnaryOp, x: f64) -> f64 {
+    use crate::elementwise::UnaryOp;
+    match op {
+        UnaryOp::Exp => libm::exp(x),
+        UnaryOp::Log => libm::log(x),
+        UnaryOp::Tanh => libm::tanh(x),
+        UnaryOp::Sigmoid => sigmoid64(x),
+        UnaryOp::Erf => libm::erf(x),
+        UnaryOp::Gelu => 0.5 * x * libm::erfc(-x / core::f64::consts::SQRT_2),
+        UnaryOp::GeluTanh => {
+            let u = libm::sqrt(2.0 / core::f64::consts::PI) * (x + 0.044715 * x * x * x);
+            x / (1.0 + libm::exp(-2.0 * u))
+        }
+        UnaryOp::Silu => x * sigmoid64(x),
+        UnaryOp::Softplus => x.max(0.0) + libm::log1p(libm::exp(-x.abs())),
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Relu => {
+            if x < 0.0 {
+                0.0
+            } else {
+                x
+            }
+        }
+        UnaryOp::Sqrt => libm::sqrt(x),
+        UnaryOp::Square => x * x,
+        UnaryOp::Recip => 1.0 / x,
+    }
+}

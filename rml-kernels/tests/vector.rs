@@ -10,7 +10,7 @@ use rml_kernels::math;
 use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
 use rml_kernels::reduce::{ReduceOp, reduce_rows};
 use rml_kernels::softmax::{softmax_rows, softmax_rows_inplace};
-use rml_kernels::testing::{Rng, SIZES, for_each_isa, test_len, ulp_error};
+use rml_kernels::testing::{Rng, SIZES, for_each_isa, test_len, ulp_error, unary_reference};
 
 /// Softmax: |y - ref| <= SOFTMAX_ATOL + SOFTMAX_RTOL |ref|.
 const SOFTMAX_RTOL: f64 = 1e-5;
@@ -24,44 +24,6 @@ const SUM_EPS_PER_TERM: f64 = f32::EPSILON as f64;
 const VAR_RTOL: f64 = 1e-4;
 
 // --- f64 references ----------------------------------------------------------------
-
-fn sigmoid64(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + libm::exp(-x))
-    } else {
-        let e = libm::exp(x);
-        e / (1.0 + e)
-    }
-}
-
-fn reference(op: UnaryOp, x: f64) -> f64 {
-    match op {
-        UnaryOp::Exp => libm::exp(x),
-        UnaryOp::Log => libm::log(x),
-        UnaryOp::Tanh => libm::tanh(x),
-        UnaryOp::Sigmoid => sigmoid64(x),
-        UnaryOp::Erf => libm::erf(x),
-        UnaryOp::Gelu => 0.5 * x * libm::erfc(-x / core::f64::consts::SQRT_2),
-        UnaryOp::GeluTanh => {
-            let u = (2.0 / core::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
-            x / (1.0 + libm::exp(-2.0 * u))
-        }
-        UnaryOp::Silu => x * sigmoid64(x),
-        UnaryOp::Softplus => x.max(0.0) + libm::log1p(libm::exp(-x.abs())),
-        UnaryOp::Neg => -x,
-        UnaryOp::Abs => x.abs(),
-        UnaryOp::Relu => {
-            if x < 0.0 {
-                0.0
-            } else {
-                x
-            }
-        }
-        UnaryOp::Sqrt => x.sqrt(),
-        UnaryOp::Square => x * x,
-        UnaryOp::Recip => 1.0 / x,
-    }
-}
 
 /// (max ULP over normal results, the x below which `tail_ulp` applies instead,
 /// tail_ulp); subnormal results are held to `MATH_SUBNORMAL_ABS`.
@@ -104,7 +66,7 @@ fn check_unary(isa: Isa, op: UnaryOp, x: &[f32], y: &[f32]) -> f64 {
     let (max_ulp, tail, tail_ulp) = bounds(op);
     let mut worst = 0.0f64;
     for (&xi, &yi) in x.iter().zip(y) {
-        let want = reference(op, xi as f64);
+        let want = unary_reference(op, xi as f64);
         let bound = if xi < tail { tail_ulp } else { max_ulp };
         let e = ulp_error(yi, want);
         let ok = if want.is_nan() || want.is_infinite() || want.abs() >= f32::MIN_POSITIVE as f64 {
