@@ -88,6 +88,38 @@ const LLAMACPP_GPT2: &str =
 /// normalization of this source file can change them).
 const DEEPSEEK_LLM_LETTERS: &str = r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\x{1F7D}ᾀ-ᾴᾶ-ᾼ\x{1FBE}ῂ-ῄῆ-ῌῐ-\x{1FD3}ῖ-\x{1FDB}ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\x{2126}ℨ\x{212A}-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+";
 
+/// Whether llama.cpp cleans up spaces (`a , b` → `a, b`) when detokenizing a byte-level
+/// BPE vocabulary with this `tokenizer.ggml.pre`: on by default, off for the families
+/// whose Hugging Face tokenizers do not clean up.
+pub fn pre_cleans_spaces(pre: &str) -> bool {
+    !matches!(
+        pre,
+        "deepseek-llm"
+            | "deepseek-coder"
+            | "deepseek-v3"
+            | "command-r"
+            | "qwen2"
+            | "qwen35"
+            | "deepseek-r1-qwen"
+            | "poro-chat"
+            | "viking"
+            | "tekken"
+            | "smollm"
+            | "chameleon"
+            | "gpt-4o"
+            | "llama4"
+            | "superbpe"
+            | "trillion"
+            | "bailingmoe"
+            | "llada-moe"
+            | "seed-coder"
+            | "hunyuan"
+            | "hunyuan-dense"
+            | "kimi-k2"
+            | "grok-2"
+    )
+}
+
 /// The Split regexes (applied in turn, each isolating its matches) for a
 /// `tokenizer.ggml.pre` value, and whether llama.cpp forces `ignore_merges` and BOS.
 /// The lists are llama.cpp's (`llm_tokenizer_bpe`), which quote the `tokenizer.json`
@@ -288,12 +320,8 @@ impl GgufVocab {
                         pattern: Pattern::Literal("\u{2581}".to_string()),
                         content: " ".to_string(),
                     },
+                    // llama.cpp keeps the phantom space of the first word.
                     Decoder::Fuse,
-                    Decoder::Strip {
-                        content: ' ',
-                        start: 1,
-                        stop: 0,
-                    },
                 ]);
                 (model, None, Some(PreTokenizer::Wpm), decoder, false)
             }
@@ -343,7 +371,13 @@ impl GgufVocab {
             pair.push(TemplateItem::Special(vec![e]));
         }
         let post = PostProcessor::Template { single, pair };
+        let clean_spaces = match self.model.as_str() {
+            "llama" => false,
+            "bert" => true,
+            _ => pre_cleans_spaces(self.pre.as_deref().unwrap_or("default")),
+        };
         Tokenizer::from_parts(model, normalizer, pre, Some(post), Some(decoder), added)
+            .map(|t| t.with_clean_spaces(clean_spaces))
     }
 }
 

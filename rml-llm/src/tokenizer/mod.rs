@@ -16,6 +16,7 @@ use std::path::Path;
 use serde_json::Value;
 
 pub mod bytelevel;
+mod cleanup;
 pub mod decoder;
 pub mod gguf;
 pub mod model;
@@ -161,6 +162,8 @@ pub struct Tokenizer {
     /// Ids a BOS-adding post-processor puts first, if any.
     bos: Option<u32>,
     eos: Option<u32>,
+    /// Apply llama.cpp's `clean_spaces` rules after a one-shot decode (GGUF vocabularies).
+    clean_spaces: bool,
 }
 
 impl Tokenizer {
@@ -334,7 +337,14 @@ impl Tokenizer {
             added_ids,
             bos,
             eos,
+            clean_spaces: false,
         })
+    }
+
+    /// Turns llama.cpp's space clean-up on or off for [`Tokenizer::decode`].
+    pub(crate) fn with_clean_spaces(mut self, on: bool) -> Self {
+        self.clean_spaces = on;
+        self
     }
 
     /// Encodes `text`, parsing special tokens, with the post-processor when
@@ -472,8 +482,21 @@ impl Tokenizer {
         }
     }
 
-    /// Decodes ids to text; unknown ids are skipped.
+    /// Decodes ids to text; unknown ids are skipped. GGUF vocabularies for which llama.cpp
+    /// cleans up spaces (`a , b` → `a, b`) get the same clean-up here.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> String {
+        let text = self.decode_pieces(ids, skip_special_tokens);
+        if self.clean_spaces {
+            cleanup::llama_cpp_clean_spaces(&text)
+        } else {
+            text
+        }
+    }
+
+    /// Decodes ids through the decoder only, without llama.cpp's final space clean-up:
+    /// what a [`DecodeStream`] concatenates to. Equal to [`Tokenizer::decode`] for
+    /// `tokenizer.json` files.
+    pub fn decode_pieces(&self, ids: &[u32], skip_special_tokens: bool) -> String {
         let tokens: Vec<String> = ids
             .iter()
             .filter_map(|&id| self.id_to_token(id))

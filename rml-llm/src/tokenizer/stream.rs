@@ -7,7 +7,8 @@ use super::Tokenizer;
 /// It keeps the ids of the last emitted chunk as context, so decoders that look at
 /// neighbours (Metaspace's leading space, WordPiece's `##` joins, byte-level and
 /// `<0xNN>` pieces of one character split over several tokens) give the same text as a
-/// one-shot [`Tokenizer::decode`] of the whole sequence.
+/// one-shot [`Tokenizer::decode`] of the whole sequence (before llama.cpp's space clean-up,
+/// which looks ahead and, as in llama.cpp, applies to one-shot decoding only).
 #[derive(Debug, Clone)]
 pub struct DecodeStream<'t> {
     tokenizer: &'t Tokenizer,
@@ -35,7 +36,9 @@ impl<'t> DecodeStream<'t> {
     /// Feeds one id; returns the text it completes, if any.
     pub fn step(&mut self, id: u32) -> Option<String> {
         self.ids.push(id);
-        let text = self.tokenizer.decode(&self.ids, self.skip_special_tokens);
+        let text = self
+            .tokenizer
+            .decode_pieces(&self.ids, self.skip_special_tokens);
         if text.len() <= self.prefix.len() || text.ends_with('\u{fffd}') {
             return None;
         }
@@ -47,7 +50,9 @@ impl<'t> DecodeStream<'t> {
         if self.ids.len() == self.context {
             return None;
         }
-        let text = self.tokenizer.decode(&self.ids, self.skip_special_tokens);
+        let text = self
+            .tokenizer
+            .decode_pieces(&self.ids, self.skip_special_tokens);
         let out = self.emit(text);
         if out.is_empty() { None } else { Some(out) }
     }
@@ -70,7 +75,9 @@ impl<'t> DecodeStream<'t> {
         let out = text[cut..].to_string();
         self.ids.drain(..self.context);
         self.context = self.ids.len();
-        self.prefix = self.tokenizer.decode(&self.ids, self.skip_special_tokens);
+        self.prefix = self
+            .tokenizer
+            .decode_pieces(&self.ids, self.skip_special_tokens);
         out
     }
 }
