@@ -25,6 +25,7 @@ seeds_for() {
     npy) echo "rml-host/tests/fixtures/host_formats rml-host/tests/malformed/npy" ;;
     npz) echo "rml-host/tests/fixtures/host_formats rml-host/tests/malformed/npy" ;;
     gguf) echo "rml-host/tests/fixtures/gguf rml-host/tests/malformed/gguf" ;;
+    tokenizer_json) echo "rml-llm/tests/fixtures/tokenizers" ;;
   esac
 }
 

@@ -8,8 +8,16 @@ use std::path::PathBuf;
 use rml_llm::tokenizer::Tokenizer;
 use serde_json::Value;
 
-fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizers")
+fn fixture_dir(name: &str) -> PathBuf {
+    // The Precompiled-normalizer tokenizer has its own script and folder.
+    let folder = if name == "unigram_precompiled" {
+        "tokenizers_precompiled"
+    } else {
+        "tokenizers"
+    };
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(folder)
 }
 
 fn ids(v: &Value) -> Vec<u32> {
@@ -22,7 +30,7 @@ fn ids(v: &Value) -> Vec<u32> {
 
 /// Checks every case of one fixture; returns (cases, failures as messages).
 fn check(name: &str) -> (usize, Vec<String>) {
-    let dir = fixture_dir();
+    let dir = fixture_dir(name);
     let tok = Tokenizer::from_file(dir.join(format!("{name}.tokenizer.json"))).unwrap();
     let text = std::fs::read_to_string(dir.join(format!("{name}.expected.json"))).unwrap();
     let expected: Value = serde_json::from_str(&text).unwrap();
@@ -132,6 +140,11 @@ fn wordpiece_bert() {
 #[test]
 fn unigram() {
     assert_fixture("unigram");
+}
+
+#[test]
+fn unigram_precompiled() {
+    assert_fixture("unigram_precompiled");
 }
 
 #[test]

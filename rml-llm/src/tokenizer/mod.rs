@@ -16,6 +16,7 @@ use std::path::Path;
 use serde_json::Value;
 
 pub mod bytelevel;
+pub mod charsmap;
 mod cleanup;
 pub mod decoder;
 pub mod gguf;

@@ -1,8 +1,10 @@
 //! Normalizers: text-to-text rewrites applied before pre-tokenization.
 
+use base64::Engine;
 use serde_json::Value;
 use unicode_normalization::UnicodeNormalization;
 
+use super::charsmap::Charsmap;
 use super::pattern::Pattern;
 use super::util::{
     Result, bool_or, is_mark, is_mark_nonspacing, is_other, obj, opt, req_str, tok_err, type_tag,
@@ -54,6 +56,8 @@ pub enum Normalizer {
     Nmt,
     /// Maps every byte to its byte-level character.
     ByteLevel,
+    /// SentencePiece's precompiled character map (T5, XLM-R, ALBERT files).
+    Precompiled(Box<Charsmap>),
     /// Runs several normalizers in order.
     Sequence(Vec<Normalizer>),
 }
@@ -137,9 +141,17 @@ impl Normalizer {
                 Self::Sequence(items)
             }
             "Precompiled" => {
-                return Err(tok_err!(
-                    "{path}: normalizer Precompiled (SentencePiece charsmap) is not supported yet"
-                ));
+                let blob = match opt(v, "precompiled_charsmap") {
+                    None => Vec::new(),
+                    Some(Value::String(text)) => base64::engine::general_purpose::STANDARD
+                        .decode(text)
+                        .map_err(|e| tok_err!("{path}.precompiled_charsmap: not base64: {e}"))?,
+                    Some(_) => {
+                        return Err(tok_err!("{path}.precompiled_charsmap: expected a string"));
+                    }
+                };
+                let map = Charsmap::from_bytes(&blob).map_err(|e| e.context(path))?;
+                Self::Precompiled(Box::new(map))
             }
             other => return Err(tok_err!("{path}: unknown normalizer type {other:?}")),
         })
@@ -218,6 +230,7 @@ impl Normalizer {
                 })
                 .collect(),
             Self::ByteLevel => super::bytelevel::encode_bytes(s.as_bytes()),
+            Self::Precompiled(map) => map.normalize(s),
             Self::Sequence(items) => {
                 let mut t = s.to_string();
                 for n in items {
