@@ -1,7 +1,8 @@
 //! rml on a Cortex-M4F with no heap: runs the zoo MLP compiled into `static` arrays by
 //! `rml-static-model` on its fixture input, with a `static` scratch buffer, and prints
 //! the output rows over semihosting (`y[i]: v v v …`, each value in Rust's shortest
-//! round-trip form) before exiting QEMU with the run's status.
+//! round-trip form) and the stack high-water mark, then exits QEMU with the run's
+//! status.
 #![no_std]
 #![no_main]
 
@@ -9,6 +10,8 @@ use cortex_m_rt::entry;
 use cortex_m_semihosting::{debug, hprintln};
 use panic_semihosting as _;
 use rml_static_model::{INPUT, INPUT_ROWS, OUTPUT_WIDTH, SOURCE, run, scratch_bytes};
+
+mod stack;
 
 /// The scratch [`run`] needs for the fixture's rows.
 const SCRATCH_BYTES: usize = match scratch_bytes(INPUT_ROWS) {
@@ -23,6 +26,7 @@ fn main() -> ! {
     static mut SCRATCH: [u8; SCRATCH_BYTES] = [0; SCRATCH_BYTES];
     static mut OUTPUT: [f32; INPUT_ROWS * OUTPUT_WIDTH] = [0.0; INPUT_ROWS * OUTPUT_WIDTH];
 
+    stack::paint();
     hprintln!("rml firmware: {} ({} rows)", SOURCE, INPUT_ROWS);
     let status = match run(&INPUT, OUTPUT, SCRATCH) {
         Ok(()) => {
@@ -36,6 +40,10 @@ fn main() -> ! {
             debug::EXIT_FAILURE
         }
     };
+    hprintln!(
+        "rml firmware: stack high-water mark {} bytes",
+        stack::used()
+    );
     debug::exit(status);
     loop {
         cortex_m::asm::wfi();
