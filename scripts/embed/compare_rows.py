@@ -38,8 +38,8 @@ def main() -> int:
     bound = 1e-4 + 1e-4 * np.abs(expected)
     print(f"compare_rows: {got.size} values, max abs error {err.max():.3g}")
     if (err > bound).any():
-        i = np.unravel_index(np.argmax(err - bound), err.shape)
-        print(f"compare_rows: y{list(i)} = {got[i]!r}, expected {expected[i]!r}: out of tolerance")
+        r, c = (int(v) for v in np.unravel_index(np.argmax(err - bound), err.shape))
+        print(f"compare_rows: y[{r}][{c}] = {got[r, c]}, expected {expected[r, c]}: out of tolerance")
         return 1
     return 0
 
