@@ -133,6 +133,7 @@ function main() {
     ["y past the end of memory", [xPtr, rows, memEnd - 4, scratchPtr, scratchLen], RML.BAD_MEMORY],
     ["y overlapping x", [xPtr, rows, xPtr + 4, scratchPtr, scratchLen], RML.BAD_MEMORY],
     ["huge row count", [xPtr, 0x7fffffff, yPtr, scratchPtr, scratchLen], RML.BAD_MEMORY],
+    ["row count whose byte size wraps", [xPtr, 2 ** 25, yPtr, scratchPtr, scratchLen], RML.BAD_MEMORY],
     ["short scratch", [xPtr, rows, yPtr, scratchPtr, scratchLen - 4], scratchLen ? RML.SCRATCH_TOO_SMALL : RML.OK],
   ];
   for (const [what, args, want] of badCalls) {

@@ -64,15 +64,16 @@ pub unsafe extern "C" fn rml_run(
     {
         return RML_BAD_ARGUMENT;
     }
-    let (Some(x_len), Some(y_len)) = (
+    let (x_len, y_len) = (
         rows.checked_mul(INPUT_WIDTH),
         rows.checked_mul(OUTPUT_WIDTH),
-    ) else {
+    );
+    let (Some(x_len), Some(y_len)) = (x_len, y_len) else {
         return RML_BAD_MEMORY;
     };
     let spans = [
-        span(x as usize, x_len * 4),
-        span(y as usize, y_len * 4),
+        f32_span(x as usize, x_len),
+        f32_span(y as usize, y_len),
         span(scratch as usize, scratch_len),
     ];
     let [Some(xs), Some(ys), Some(ss)] = spans else {
@@ -108,6 +109,11 @@ pub unsafe extern "C" fn rml_run(
 /// `start..start + len`, or `None` when it wraps.
 fn span(start: usize, len: usize) -> Option<Range<usize>> {
     Some(start..start.checked_add(len)?)
+}
+
+/// The bytes of `count` f32 values at `start`, or `None` when that overflows.
+fn f32_span(start: usize, count: usize) -> Option<Range<usize>> {
+    span(start, count.checked_mul(core::mem::size_of::<f32>())?)
 }
 
 /// True when two ranges share a byte.
