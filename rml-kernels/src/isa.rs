@@ -122,4 +122,13 @@ mod tests {
         assert!(Isa::parse("sse9").is_err());
         assert!(detect().is_supported());
     }
+
+    /// Under qemu-aarch64 (`ci/test kernels_aarch64`) every ISA-looping test must
+    /// reach the NEON kernels, not fall back to scalar only.
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn neon_is_detected_on_aarch64() {
+        assert!(Isa::Neon.is_supported());
+        assert_eq!(detect(), Isa::Neon);
+    }
 }
