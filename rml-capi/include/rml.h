@@ -10,97 +10,53 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/*
- `rml_llm_tokenize` flag: add the tokenizer's special tokens (BOS/EOS templates).
- */
+// `rml_llm_tokenize` flag: add the tokenizer's special tokens (BOS/EOS templates).
 #define RML_TOKENIZE_ADD_SPECIAL 1
 
-/*
- `rml_llm_tokenize` flag: read special tokens written in the text (`<s>`, ...) as
- those tokens. Leave it off for untrusted text.
- */
+// `rml_llm_tokenize` flag: read special tokens written in the text (`<s>`, ...) as
+// those tokens. Leave it off for untrusted text.
 #define RML_TOKENIZE_PARSE_SPECIAL 2
 
-/*
- `rml_llm_detokenize` flag: leave special tokens out of the text.
- */
+// `rml_llm_detokenize` flag: leave special tokens out of the text.
 #define RML_DETOKENIZE_SKIP_SPECIAL 1
 
-/*
- The tag of graph handles (`"RG"`).
- */
-#define GRAPH_TAG 21063
-
-/*
- The tag of LLM handles (`"RL"`).
- */
-#define LLM_TAG 21068
-
-/*
- The largest rank a tensor may have.
- */
+// The largest rank a tensor may have.
 #define RML_MAX_RANK 8
 
-/*
- What an rml call returns: `RML_STATUS_OK` (0) or the kind of failure. On failure
- [`rml_last_error`] holds a message naming what was wrong.
- */
+// What an rml call returns: `RML_STATUS_OK` (0) or the kind of failure. On failure
+// [`rml_last_error`] holds a message naming what was wrong.
 enum RmlStatus
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : int32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
-  /*
-   Success.
-   */
+  // Success.
   RML_STATUS_OK = 0,
-  /*
-   A required pointer argument was null.
-   */
+  // A required pointer argument was null.
   RML_STATUS_NULL_POINTER = 1,
-  /*
-   A handle is 0, freed, forged, or of the other kind (an LLM passed as a graph).
-   */
+  // A handle is 0, freed, forged, or of the other kind (an LLM passed as a graph).
   RML_STATUS_INVALID_HANDLE = 2,
-  /*
-   A string argument is not valid UTF-8.
-   */
+  // A string argument is not valid UTF-8.
   RML_STATUS_INVALID_UTF8 = 3,
-  /*
-   An argument is out of range or inconsistent (unknown input name, bad flag,
-   misaligned pointer, sampler setting out of range, ...).
-   */
+  // An argument is out of range or inconsistent (unknown input name, bad flag,
+  // misaligned pointer, sampler setting out of range, ...).
   RML_STATUS_INVALID_ARGUMENT = 4,
-  /*
-   A tensor's dtype is unknown or not the one the graph declares.
-   */
+  // A tensor's dtype is unknown or not the one the graph declares.
   RML_STATUS_DTYPE = 5,
-  /*
-   A tensor's shape does not fit the graph, or its byte length does not match
-   its shape.
-   */
+  // A tensor's shape does not fit the graph, or its byte length does not match
+  // its shape.
   RML_STATUS_SHAPE = 6,
-  /*
-   A caller buffer is too small; the call reports the size it needs.
-   */
+  // A caller buffer is too small; the call reports the size it needs.
   RML_STATUS_BUFFER_TOO_SMALL = 7,
-  /*
-   A file could not be read or is not a valid graph or model.
-   */
+  // A file could not be read or is not a valid graph or model.
   RML_STATUS_LOAD = 8,
-  /*
-   Running the graph or the model failed.
-   */
+  // Running the graph or the model failed.
   RML_STATUS_RUN = 9,
-  /*
-   The handle is in use by another call (another thread, or a callback of the
-   same call).
-   */
+  // The handle is in use by another call (another thread, or a callback of the
+  // same call).
   RML_STATUS_BUSY = 10,
-  /*
-   A bug in rml: a panic was caught at the boundary. The handle involved should
-   be freed.
-   */
+  // A bug in rml: a panic was caught at the boundary. The handle involved should
+  // be freed.
   RML_STATUS_PANIC = 11,
 };
 #ifndef __cplusplus
@@ -111,25 +67,17 @@ typedef int32_t RmlStatus;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-/*
- Element types of graph inputs and outputs.
- */
+// Element types of graph inputs and outputs.
 enum RmlDtype
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
-  /*
-   32-bit IEEE float.
-   */
+  // 32-bit IEEE float.
   RML_DTYPE_F32 = 0,
-  /*
-   64-bit signed integer.
-   */
+  // 64-bit signed integer.
   RML_DTYPE_I64 = 1,
-  /*
-   One byte per element: 0 is false, anything else true (outputs are 0 or 1).
-   */
+  // One byte per element: 0 is false, anything else true (outputs are 0 or 1).
   RML_DTYPE_BOOL = 2,
 };
 #ifndef __cplusplus
@@ -140,33 +88,21 @@ typedef uint32_t RmlDtype;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-/*
- Why a generation ended.
- */
+// Why a generation ended.
 enum RmlStopReason
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
-  /*
-   An end-of-sequence or end-of-turn token was generated.
-   */
+  // An end-of-sequence or end-of-turn token was generated.
   RML_STOP_REASON_END_TOKEN = 0,
-  /*
-   One of the stop strings appeared.
-   */
+  // One of the stop strings appeared.
   RML_STOP_REASON_STOP_STRING = 1,
-  /*
-   `max_tokens` tokens were generated.
-   */
+  // `max_tokens` tokens were generated.
   RML_STOP_REASON_MAX_TOKENS = 2,
-  /*
-   The context is full.
-   */
+  // The context is full.
   RML_STOP_REASON_CONTEXT_FULL = 3,
-  /*
-   The callback asked to stop.
-   */
+  // The callback asked to stop.
   RML_STOP_REASON_CANCELLED = 4,
 };
 #ifndef __cplusplus
@@ -177,282 +113,185 @@ typedef uint32_t RmlStopReason;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-/*
- A loaded graph: an opaque handle, never 0 for a live graph.
- */
+// A loaded graph: an opaque handle, never 0 for a live graph.
 typedef uint64_t RmlGraph;
 
-/*
- A tensor's description, filled in by the library.
- */
+// A tensor's description, filled in by the library.
 typedef struct RmlTensorInfo {
-  /*
-   The value's name, owned by the graph handle: valid until `rml_graph_free`.
-   */
+  // The value's name, owned by the graph handle: valid until `rml_graph_free`.
   const char *name;
-  /*
-   The element type.
-   */
+  // The element type.
   RmlDtype dtype;
-  /*
-   Number of dims used in `dims`.
-   */
+  // Number of dims used in `dims`.
   size_t rank;
-  /*
-   The dims; `-1` for a declared dim that is symbolic (bound per run), `0` past
-   `rank`.
-   */
+  // The dims; `-1` for a declared dim that is symbolic (bound per run), `0` past
+  // `rank`.
   int64_t dims[RML_MAX_RANK];
-  /*
-   Bytes the data takes (0 when a dim is symbolic).
-   */
+  // Bytes the data takes (0 when a dim is symbolic).
   size_t byte_len;
 } RmlTensorInfo;
 
-/*
- A caller-owned tensor passed as a graph input. The library reads it during the
- call only and copies what it needs.
- */
+// A caller-owned tensor passed as a graph input. The library reads it during the
+// call only and copies what it needs.
 typedef struct RmlTensor {
-  /*
-   The graph input's name (NUL-terminated UTF-8).
-   */
+  // The graph input's name (NUL-terminated UTF-8).
   const char *name;
-  /*
-   An [`RmlDtype`] value; it must be the input's declared dtype.
-   */
+  // An [`RmlDtype`] value; it must be the input's declared dtype.
   uint32_t dtype;
-  /*
-   Number of dims (0 for a scalar, at most `RML_MAX_RANK`).
-   */
+  // Number of dims (0 for a scalar, at most `RML_MAX_RANK`).
   size_t rank;
-  /*
-   `rank` dims, each `>= 0` (may be null when `rank` is 0).
-   */
+  // `rank` dims, each `>= 0` (may be null when `rank` is 0).
   const int64_t *dims;
-  /*
-   The elements, row-major, native-endian, no alignment needed (may be null when
-   `byte_len` is 0).
-   */
+  // The elements, row-major, native-endian, no alignment needed (may be null when
+  // `byte_len` is 0).
   const void *data;
-  /*
-   Size of `data` in bytes: the product of `dims` times the dtype's size.
-   */
+  // Size of `data` in bytes: the product of `dims` times the dtype's size.
   size_t byte_len;
 } RmlTensor;
 
-/*
- A loaded model with its tokenizer: an opaque handle, never 0 for a live model.
- */
+// A loaded model with its tokenizer: an opaque handle, never 0 for a live model.
 typedef uint64_t RmlLlm;
 
-/*
- How `rml_llm_generate` samples and when it stops. Start from
- [`rml_generate_options_default`] and change fields.
- */
+// How `rml_llm_generate` samples and when it stops. Start from
+// [`rml_generate_options_default`] and change fields.
 typedef struct RmlGenerateOptions {
-  /*
-   The most tokens to generate (0 generates nothing).
-   */
+  // The most tokens to generate (0 generates nothing).
   size_t max_tokens;
-  /*
-   Sampling temperature, finite and `>= 0` (0: greedy).
-   */
+  // Sampling temperature, finite and `>= 0` (0: greedy).
   float temperature;
-  /*
-   Keep the k most likely tokens (0: off).
-   */
+  // Keep the k most likely tokens (0: off).
   size_t top_k;
-  /*
-   Nucleus mass in `(0, 1]` (1: off).
-   */
+  // Nucleus mass in `(0, 1]` (1: off).
   float top_p;
-  /*
-   Drop tokens below this fraction of the best one's probability, in `[0, 1]`.
-   */
+  // Drop tokens below this fraction of the best one's probability, in `[0, 1]`.
   float min_p;
-  /*
-   Repetition penalty, `> 0` (1: off).
-   */
+  // Repetition penalty, `> 0` (1: off).
   float repetition_penalty;
-  /*
-   Seed of the sampler's random stream.
-   */
+  // Seed of the sampler's random stream.
   uint64_t seed;
-  /*
-   Non-zero: stop at the end-of-sequence and end-of-turn tokens the vocabulary
-   knows.
-   */
+  // Non-zero: stop at the end-of-sequence and end-of-turn tokens the vocabulary
+  // knows.
   uint32_t stop_at_eos;
-  /*
-   `n_stop_strings` NUL-terminated UTF-8 strings that end the generation and are
-   not shown (may be null when `n_stop_strings` is 0). Read during the call only.
-   */
+  // `n_stop_strings` NUL-terminated UTF-8 strings that end the generation and are
+  // not shown (may be null when `n_stop_strings` is 0). Read during the call only.
   const char *const *stop_strings;
-  /*
-   Number of `stop_strings`.
-   */
+  // Number of `stop_strings`.
   size_t n_stop_strings;
-  /*
-   KV-cache positions to allocate; 0 sizes it to the prompt plus `max_tokens`
-   (at most the model's context).
-   */
+  // KV-cache positions to allocate; 0 sizes it to the prompt plus `max_tokens`
+  // (at most the model's context).
   size_t context;
 } RmlGenerateOptions;
 
-/*
- Receives each piece of generated text as soon as it may be shown: `len` bytes of
- UTF-8 at `text`, followed by a NUL, valid during the call only. Return 0 to go
- on, anything else to stop (the generation then ends with
- `RML_STOP_REASON_CANCELLED`).
- */
+// Receives each piece of generated text as soon as it may be shown: `len` bytes of
+// UTF-8 at `text`, followed by a NUL, valid during the call only. Return 0 to go
+// on, anything else to stop (the generation then ends with
+// `RML_STOP_REASON_CANCELLED`).
 typedef int32_t (*RmlTokenCallback)(const char *text, size_t len, void *user_data);
 
-/*
- What `rml_llm_generate` did.
- */
+// What `rml_llm_generate` did.
 typedef struct RmlGeneration {
-  /*
-   Tokens generated (an end token included).
-   */
+  // Tokens generated (an end token included).
   size_t n_tokens;
-  /*
-   Tokens run in the prefill.
-   */
+  // Tokens run in the prefill.
   size_t prompt_tokens;
-  /*
-   Why it stopped.
-   */
+  // Why it stopped.
   RmlStopReason stop_reason;
-  /*
-   Seconds spent on the prompt.
-   */
+  // Seconds spent on the prompt.
   double prefill_seconds;
-  /*
-   Seconds spent generating.
-   */
+  // Seconds spent generating.
   double decode_seconds;
 } RmlGeneration;
-
-/*
- Every code, in numeric order.
- */
-#define RmlStatus_ALL { RmlStatus_Ok, RmlStatus_NullPointer, RmlStatus_InvalidHandle, RmlStatus_InvalidUtf8, RmlStatus_InvalidArgument, RmlStatus_Dtype, RmlStatus_Shape, RmlStatus_BufferTooSmall, RmlStatus_Load, RmlStatus_Run, RmlStatus_Busy, RmlStatus_Panic, }
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
-/*
- The library version (`"MAJOR.MINOR.PATCH"`), a static NUL-terminated string the
- caller must not free.
- */
+// The library version (`"MAJOR.MINOR.PATCH"`), a static NUL-terminated string the
+// caller must not free.
 const char *rml_version(void);
 
-/*
- Loads the rml-graph JSON file at `path` and the safetensors weights it names
- (relative to its folder), compiles it for `threads` worker threads (0 or 1: the
- calling thread only; at most 16, larger values are clamped) and stores a new
- handle in `*out`. On failure `*out` is set to 0.
-
- # Safety
- `path` is null or a NUL-terminated string; `out` is null or writable.
- */
+// Loads the rml-graph JSON file at `path` and the safetensors weights it names
+// (relative to its folder), compiles it for `threads` worker threads (0 or 1: the
+// calling thread only; at most 16, larger values are clamped) and stores a new
+// handle in `*out`. On failure `*out` is set to 0.
+//
+// # Safety
+// `path` is null or a NUL-terminated string; `out` is null or writable.
 RmlStatus rml_graph_load(const char *path, uint32_t threads, RmlGraph *out);
 
-/*
- Frees a graph. Its handle becomes invalid at once (a call still running on it
- finishes first); names it handed out become invalid.
- */
+// Frees a graph. Its handle becomes invalid at once (a call still running on it
+// finishes first); names it handed out become invalid.
 RmlStatus rml_graph_free(RmlGraph graph);
 
-/*
- Stores the number of graph inputs in `*count`.
-
- # Safety
- `count` is null or writable.
- */
+// Stores the number of graph inputs in `*count`.
+//
+// # Safety
+// `count` is null or writable.
 RmlStatus rml_graph_input_count(RmlGraph graph, size_t *count);
 
-/*
- Stores the number of graph outputs in `*count`.
-
- # Safety
- `count` is null or writable.
- */
+// Stores the number of graph outputs in `*count`.
+//
+// # Safety
+// `count` is null or writable.
 RmlStatus rml_graph_output_count(RmlGraph graph, size_t *count);
 
-/*
- Describes graph input `index` as declared (symbolic dims as -1).
-
- # Safety
- `info` is null or writable.
- */
+// Describes graph input `index` as declared (symbolic dims as -1).
+//
+// # Safety
+// `info` is null or writable.
 RmlStatus rml_graph_describe_input(RmlGraph graph, size_t index, struct RmlTensorInfo *info);
 
-/*
- Describes graph output `index` as declared (symbolic dims as -1).
-
- # Safety
- `info` is null or writable.
- */
+// Describes graph output `index` as declared (symbolic dims as -1).
+//
+// # Safety
+// `info` is null or writable.
 RmlStatus rml_graph_describe_output(RmlGraph graph, size_t index, struct RmlTensorInfo *info);
 
-/*
- Runs the graph on `n_inputs` named tensors (every graph input exactly once, in
- any order). The outputs stay in the handle until the next run or free; read them
- with [`rml_graph_get_output`]. A wrong dtype is `RML_STATUS_DTYPE`; dims that do
- not fit the declared shape, or a `byte_len` that does not match the dims, is
- `RML_STATUS_SHAPE`.
-
- # Safety
- `inputs` is null or points to `n_inputs` tensors whose pointers keep the promises
- documented on [`RmlTensor`].
- */
+// Runs the graph on `n_inputs` named tensors (every graph input exactly once, in
+// any order). The outputs stay in the handle until the next run or free; read them
+// with [`rml_graph_get_output`]. A wrong dtype is `RML_STATUS_DTYPE`; dims that do
+// not fit the declared shape, or a `byte_len` that does not match the dims, is
+// `RML_STATUS_SHAPE`.
+//
+// # Safety
+// `inputs` is null or points to `n_inputs` tensors whose pointers keep the promises
+// documented on [`RmlTensor`].
 RmlStatus rml_graph_run(RmlGraph graph, const struct RmlTensor *inputs, size_t n_inputs);
 
-/*
- Reads output `index` of the last successful run: describes it in `*info` (when
- `info` is not null) and copies its data, row-major and native-endian, into `data`
- (when `data` is not null; `capacity` is its size in bytes). A buffer smaller than
- the output's `byte_len` is `RML_STATUS_BUFFER_TOO_SMALL`, with `*info` still
- filled in. Passing `data = NULL` asks for the size only.
-
- # Safety
- `info` is null or writable; `data` is null or points to `capacity` writable bytes.
- */
+// Reads output `index` of the last successful run: describes it in `*info` (when
+// `info` is not null) and copies its data, row-major and native-endian, into `data`
+// (when `data` is not null; `capacity` is its size in bytes). A buffer smaller than
+// the output's `byte_len` is `RML_STATUS_BUFFER_TOO_SMALL`, with `*info` still
+// filled in. Passing `data = NULL` asks for the size only.
+//
+// # Safety
+// `info` is null or writable; `data` is null or points to `capacity` writable bytes.
 RmlStatus rml_graph_get_output(RmlGraph graph,
                                size_t index,
                                struct RmlTensorInfo *info,
                                void *data,
                                size_t capacity);
 
-/*
- Loads a model (a `.gguf` file, or a Hugging Face folder with `config.json`,
- safetensors weights and `tokenizer.json`) and stores a new handle in `*out`. On
- failure `*out` is set to 0.
-
- # Safety
- `path` is null or a NUL-terminated string; `out` is null or writable.
- */
+// Loads a model (a `.gguf` file, or a Hugging Face folder with `config.json`,
+// safetensors weights and `tokenizer.json`) and stores a new handle in `*out`. On
+// failure `*out` is set to 0.
+//
+// # Safety
+// `path` is null or a NUL-terminated string; `out` is null or writable.
 RmlStatus rml_llm_load(const char *path, RmlLlm *out);
 
-/*
- Frees a model. Its handle becomes invalid at once; a generation still running on
- it finishes first.
- */
+// Frees a model. Its handle becomes invalid at once; a generation still running on
+// it finishes first.
 RmlStatus rml_llm_free(RmlLlm llm);
 
-/*
- Encodes `text` into token ids. `flags` combines `RML_TOKENIZE_*` bits. `*count`
- receives the number of ids; they are written to `tokens` when `capacity` holds
- them all, else the call returns `RML_STATUS_BUFFER_TOO_SMALL` (pass `tokens =
- NULL, capacity = 0` to ask for the count).
-
- # Safety
- `text` is null or NUL-terminated; `tokens` is null or holds `capacity` writable
- ids; `count` is null or writable.
- */
+// Encodes `text` into token ids. `flags` combines `RML_TOKENIZE_*` bits. `*count`
+// receives the number of ids; they are written to `tokens` when `capacity` holds
+// them all, else the call returns `RML_STATUS_BUFFER_TOO_SMALL` (pass `tokens =
+// NULL, capacity = 0` to ask for the count).
+//
+// # Safety
+// `text` is null or NUL-terminated; `tokens` is null or holds `capacity` writable
+// ids; `count` is null or writable.
 RmlStatus rml_llm_tokenize(RmlLlm llm,
                            const char *text,
                            uint32_t flags,
@@ -460,16 +299,14 @@ RmlStatus rml_llm_tokenize(RmlLlm llm,
                            size_t capacity,
                            size_t *count);
 
-/*
- Decodes `n_tokens` ids into UTF-8 text (ids past the vocabulary are skipped).
- `flags` combines `RML_DETOKENIZE_*` bits. `*len` receives the text's length in
- bytes; the text and a NUL are written to `text` when `capacity >= *len + 1`,
- else the call returns `RML_STATUS_BUFFER_TOO_SMALL`.
-
- # Safety
- `tokens` is null or holds `n_tokens` ids; `text` is null or holds `capacity`
- writable bytes; `len` is null or writable.
- */
+// Decodes `n_tokens` ids into UTF-8 text (ids past the vocabulary are skipped).
+// `flags` combines `RML_DETOKENIZE_*` bits. `*len` receives the text's length in
+// bytes; the text and a NUL are written to `text` when `capacity >= *len + 1`,
+// else the call returns `RML_STATUS_BUFFER_TOO_SMALL`.
+//
+// # Safety
+// `tokens` is null or holds `n_tokens` ids; `text` is null or holds `capacity`
+// writable bytes; `len` is null or writable.
 RmlStatus rml_llm_detokenize(RmlLlm llm,
                              const uint32_t *tokens,
                              size_t n_tokens,
@@ -478,27 +315,23 @@ RmlStatus rml_llm_detokenize(RmlLlm llm,
                              size_t capacity,
                              size_t *len);
 
-/*
- The default generation options: 128 tokens, the CLI's sampling defaults
- (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty),
- seed 0, stop at end tokens, no stop strings, context sized to fit.
- */
+// The default generation options: 128 tokens, the CLI's sampling defaults
+// (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty),
+// seed 0, stop at end tokens, no stop strings, context sized to fit.
 struct RmlGenerateOptions rml_generate_options_default(void);
 
-/*
- Generates a continuation of the `prompt_len` token ids at `prompt` (from
- `rml_llm_tokenize`, with `RML_TOKENIZE_ADD_SPECIAL` for a fresh prompt), as a new
- sequence. `options` may be null for the defaults. Each piece of text goes to
- `on_text` (may be null) with `user_data`. The generated ids are written to
- `tokens` (may be null), at most `tokens_capacity` of them; `*result` (may be
- null) receives the counts, the stop reason and timings.
-
- # Safety
- `prompt` is null or holds `prompt_len` ids; `options` is null or valid (its stop
- strings included); `on_text` is null or a function that may be called with
- `user_data`; `tokens` is null or holds `tokens_capacity` writable ids; `result` is
- null or writable.
- */
+// Generates a continuation of the `prompt_len` token ids at `prompt` (from
+// `rml_llm_tokenize`, with `RML_TOKENIZE_ADD_SPECIAL` for a fresh prompt), as a new
+// sequence. `options` may be null for the defaults. Each piece of text goes to
+// `on_text` (may be null) with `user_data`. The generated ids are written to
+// `tokens` (may be null), at most `tokens_capacity` of them; `*result` (may be
+// null) receives the counts, the stop reason and timings.
+//
+// # Safety
+// `prompt` is null or holds `prompt_len` ids; `options` is null or valid (its stop
+// strings included); `on_text` is null or a function that may be called with
+// `user_data`; `tokens` is null or holds `tokens_capacity` writable ids; `result` is
+// null or writable.
 RmlStatus rml_llm_generate(RmlLlm llm,
                            const uint32_t *prompt,
                            size_t prompt_len,
@@ -509,18 +342,14 @@ RmlStatus rml_llm_generate(RmlLlm llm,
                            size_t tokens_capacity,
                            struct RmlGeneration *result);
 
-/*
- The message of the most recent failed rml call on this thread (an empty string
- when none failed yet). Successful calls leave it unchanged. The pointer is owned
- by the library and stays valid until the next failing call on this thread; copy
- the text to keep it.
- */
+// The message of the most recent failed rml call on this thread (an empty string
+// when none failed yet). Successful calls leave it unchanged. The pointer is owned
+// by the library and stays valid until the next failing call on this thread; copy
+// the text to keep it.
 const char *rml_last_error(void);
 
-/*
- The name of a status code (`"RML_STATUS_SHAPE"`), or `"RML_STATUS_UNKNOWN"` for
- a value that is not one; a static string the caller must not free.
- */
+// The name of a status code (`"RML_STATUS_SHAPE"`), or `"RML_STATUS_UNKNOWN"` for
+// a value that is not one; a static string the caller must not free.
 const char *rml_status_name(int32_t status);
 
 #ifdef __cplusplus

@@ -55,7 +55,10 @@ pub(crate) unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Outc
         return Ok(&[]);
     }
     check(ptr, what)?;
-    if len.checked_mul(std::mem::size_of::<T>()).is_none_or(|b| b > isize::MAX as usize) {
+    if len
+        .checked_mul(std::mem::size_of::<T>())
+        .is_none_or(|b| b > isize::MAX as usize)
+    {
         return Err(fail(
             RmlStatus::InvalidArgument,
             format!("{what}: a length of {len} elements is too large"),
@@ -71,11 +74,7 @@ pub(crate) unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Outc
 /// # Safety
 /// When `len > 0`, `ptr` is null or points to `len` writable `T`s that outlive `'a`
 /// and nothing else accesses during it.
-pub(crate) unsafe fn slice_mut<'a, T>(
-    ptr: *mut T,
-    len: usize,
-    what: &str,
-) -> Outcome<&'a mut [T]> {
+pub(crate) unsafe fn slice_mut<'a, T>(ptr: *mut T, len: usize, what: &str) -> Outcome<&'a mut [T]> {
     if len == 0 {
         return Ok(&mut []);
     }

@@ -178,7 +178,10 @@ unsafe fn describe(
         let d = list.get(index).ok_or_else(|| {
             fail(
                 RmlStatus::InvalidArgument,
-                format!("{kind} index {index} is out of range (the graph has {})", list.len()),
+                format!(
+                    "{kind} index {index} is out of range (the graph has {})",
+                    list.len()
+                ),
             )
         })?;
         let value = RmlTensorInfo::declared(&d.name, d.dtype, &d.shape)?;
@@ -235,14 +238,20 @@ unsafe fn gather(g: &LoadedGraph, given: &[RmlTensor]) -> Outcome<Vec<DenseTenso
             .ok_or_else(|| {
                 fail(
                     RmlStatus::InvalidArgument,
-                    format!("inputs[{i}]: the graph has no input {name:?} (it has: {})", names()),
+                    format!(
+                        "inputs[{i}]: the graph has no input {name:?} (it has: {})",
+                        names()
+                    ),
                 )
             })?;
         let want = g.inputs[slot].dtype;
         if dense.data.dtype() != want {
             return Err(fail(
                 RmlStatus::Dtype,
-                format!("input {name:?}: the graph declares {want}, got {}", dense.data.dtype()),
+                format!(
+                    "input {name:?}: the graph declares {want}, got {}",
+                    dense.data.dtype()
+                ),
             ));
         }
         if slots[slot].replace(dense).is_some() {
@@ -332,7 +341,10 @@ pub unsafe extern "C" fn rml_graph_get_output(
         let out = outputs.get(index).ok_or_else(|| {
             fail(
                 RmlStatus::InvalidArgument,
-                format!("output index {index} is out of range (the graph has {})", outputs.len()),
+                format!(
+                    "output index {index} is out of range (the graph has {})",
+                    outputs.len()
+                ),
             )
         })?;
         let name = &g.outputs[index].name;
@@ -358,4 +370,36 @@ pub unsafe extern "C" fn rml_graph_get_output(
         tensor::write_bytes(&out.data, bytes);
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_graph_in_use_is_busy_not_blocked() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../models/graph-default/transformer_block.json\0"
+        );
+        let mut g = 0;
+        // SAFETY: a NUL-terminated path and a writable handle.
+        let st = unsafe { rml_graph_load(path.as_ptr().cast(), 1, &mut g) };
+        assert_eq!(st, RmlStatus::Ok);
+        let entry = graph_of(g).expect("live");
+        let held = entry.runner.lock().expect("not poisoned");
+        // SAFETY: no inputs; the lock is what is under test.
+        let st = unsafe { rml_graph_run(g, std::ptr::null(), 0) };
+        assert_eq!(
+            st,
+            RmlStatus::InvalidArgument,
+            "inputs are checked before the lock"
+        );
+        // SAFETY: null info and data are allowed.
+        let st =
+            unsafe { rml_graph_get_output(g, 0, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
+        assert_eq!(st, RmlStatus::Busy);
+        drop(held);
+        assert_eq!(rml_graph_free(g), RmlStatus::Ok);
+    }
 }

@@ -39,12 +39,11 @@ pub use status::{RmlStatus, rml_last_error, rml_status_name};
 pub use tensor::{RML_MAX_RANK, RmlDtype, RmlTensor, RmlTensorInfo};
 
 /// The rml version as a NUL-terminated C string, valid for the life of the program.
-pub const VERSION: &CStr = match CStr::from_bytes_with_nul(
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
-) {
-    Ok(v) => v,
-    Err(_) => panic!("the package version holds a NUL byte"),
-};
+pub const VERSION: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => panic!("the package version holds a NUL byte"),
+    };
 
 /// The library version (`"MAJOR.MINOR.PATCH"`), a static NUL-terminated string the
 /// caller must not free.

@@ -139,7 +139,8 @@ pub unsafe extern "C" fn rml_llm_load(path: *const c_char, out: *mut RmlLlm) -> 
         unsafe { args::write(out, 0, "out")? };
         // SAFETY: the caller's promise on `path`.
         let path = unsafe { args::string(path, "path")? };
-        let (model, tok) = rml_llm::open::load(Path::new(path)).map_err(|e| fail(RmlStatus::Load, e))?;
+        let (model, tok) =
+            rml_llm::open::load(Path::new(path)).map_err(|e| fail(RmlStatus::Load, e))?;
         let end_tokens = rml_llm::open::stop_tokens(&tok);
         let id = LLMS.insert(LoadedLlm {
             model,
@@ -179,7 +180,11 @@ pub unsafe extern "C" fn rml_llm_tokenize(
         let l = LLMS.get(llm)?;
         // SAFETY: the caller's promise on `text`.
         let text = unsafe { args::string(text, "text")? };
-        check_flags(flags, RML_TOKENIZE_ADD_SPECIAL | RML_TOKENIZE_PARSE_SPECIAL, "flags")?;
+        check_flags(
+            flags,
+            RML_TOKENIZE_ADD_SPECIAL | RML_TOKENIZE_PARSE_SPECIAL,
+            "flags",
+        )?;
         let options = EncodeOptions {
             add_special_tokens: flags & RML_TOKENIZE_ADD_SPECIAL != 0,
             parse_special: flags & RML_TOKENIZE_PARSE_SPECIAL != 0,
@@ -381,8 +386,11 @@ pub unsafe extern "C" fn rml_llm_generate(
             return Ok(());
         }
         let context = match options.context {
-            0 => (prompt.len().saturating_add(options.max_tokens).saturating_add(1))
-                .min(config.max_positions),
+            0 => (prompt
+                .len()
+                .saturating_add(options.max_tokens)
+                .saturating_add(1))
+            .min(config.max_positions),
             n => n,
         };
         let mut session = Session::new(&l.model, context)

@@ -61,7 +61,10 @@ impl<T> Registry<T> {
 
     /// Forgets `id`; the object is dropped once no running call uses it.
     pub(crate) fn remove(&self, id: u64) -> Outcome {
-        self.map().remove(&id).map(drop).ok_or_else(|| self.miss(id))
+        self.map()
+            .remove(&id)
+            .map(drop)
+            .ok_or_else(|| self.miss(id))
     }
 
     /// The error for an id not in the map, saying what it looks like.

@@ -145,3 +145,30 @@ pub extern "C" fn rml_status_name(status: i32) -> *const c_char {
         .map_or(c"RML_STATUS_UNKNOWN", |s| s.name())
         .as_ptr()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last() -> String {
+        // SAFETY: rml_last_error returns a valid NUL-terminated string.
+        let text = unsafe { std::ffi::CStr::from_ptr(rml_last_error()) };
+        text.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_a_status() {
+        let status = guard(|| panic!("boom {}", 42));
+        assert_eq!(status, RmlStatus::Panic);
+        assert!(last().contains("boom 42"), "{}", last());
+        assert_eq!(guard(|| Ok(())), RmlStatus::Ok);
+        assert!(last().contains("boom 42"), "success leaves the last error");
+    }
+
+    #[test]
+    fn messages_with_nul_bytes_survive() {
+        let status = guard(|| Err(fail(RmlStatus::Run, "a\0b")));
+        assert_eq!(status, RmlStatus::Run);
+        assert_eq!(last(), "a\\0b");
+    }
+}

@@ -127,7 +127,11 @@ impl RmlTensorInfo {
     /// The description of a computed tensor.
     pub(crate) fn computed(name: &CStr, t: &DenseTensor) -> Outcome<RmlTensorInfo> {
         let dims: Vec<Option<usize>> = t.shape.dims().iter().map(|&d| Some(d)).collect();
-        Ok(RmlTensorInfo::new(name, c_dtype(t.data.dtype(), name)?, &dims))
+        Ok(RmlTensorInfo::new(
+            name,
+            c_dtype(t.data.dtype(), name)?,
+            &dims,
+        ))
     }
 }
 
@@ -153,7 +157,10 @@ pub(crate) unsafe fn read<'a>(t: &RmlTensor, what: &str) -> Outcome<(&'a str, De
     if t.rank > RML_MAX_RANK {
         return Err(fail(
             RmlStatus::Shape,
-            format!("{what}: rank {} is above the maximum {RML_MAX_RANK}", t.rank),
+            format!(
+                "{what}: rank {} is above the maximum {RML_MAX_RANK}",
+                t.rank
+            ),
         ));
     }
     // SAFETY: the caller's promise on `dims`.
@@ -162,7 +169,12 @@ pub(crate) unsafe fn read<'a>(t: &RmlTensor, what: &str) -> Outcome<(&'a str, De
         .iter()
         .map(|&d| usize::try_from(d))
         .collect::<Result<_, _>>()
-        .map_err(|_| fail(RmlStatus::Shape, format!("{what}: negative dim in {dims:?}")))?;
+        .map_err(|_| {
+            fail(
+                RmlStatus::Shape,
+                format!("{what}: negative dim in {dims:?}"),
+            )
+        })?;
     let shape = Shape::new(&dims).map_err(|e| fail(RmlStatus::Shape, format!("{what}: {e}")))?;
     let need = dims
         .iter()

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use rml_host::formats::gguf::{GgufFile, Value};
 use rml_llm::chat::{ChatTemplate, RenderOptions, TokenizerConfig};
+use rml_llm::open::{is_gguf, load, stop_tokens};
 use rml_llm::sample::{Sampler, SamplerConfig};
 use rml_llm::stop::{StopConfig, StopReason};
 use rml_llm::tokenizer::{EncodeOptions, Tokenizer};
-use rml_llm::open::{is_gguf, load, stop_tokens};
 use rml_llm::{Generation, Model, Session};
 
 /// The bundled model, relative to the current directory.
