@@ -102,7 +102,7 @@ static int32_t print_text(const char *text, size_t len, void *user_data) {
 static int chat(const char *model_path, const char *prompt, const char *prompt_ids, const char *greedy_ids) {
   RmlLlm llm;
   uint32_t ids[512], want_prompt[512], want[512], out[512];
-  size_t n_ids, n_want_prompt = 0, n_want = 0, i;
+  size_t n_ids, n_want_prompt = 0, n_want = 0;
   RmlGenerateOptions options = rml_generate_options_default();
   RmlGeneration result;
   Stream stream = {0, 0};
