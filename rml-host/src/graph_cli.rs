@@ -10,22 +10,8 @@ use std::time::Instant;
 
 use rml_core::{DType, Shape};
 use rml_host::formats::npy;
-use rml_host::graph::tensors::{load_weights, to_dense, to_tensor};
-use rml_host::graph::{Buffer, DenseTensor, Executor, Graph, MemoryConstants, Options, load_graph};
-
-/// Loads a graph file and its weights.
-pub fn load(path: &Path) -> Result<(Graph, MemoryConstants), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let doc: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let weights = match doc.get("weights").and_then(|w| w.as_str()) {
-        Some(w) => load_weights(&dir.join(w)).map_err(|e| e.to_string())?,
-        None => MemoryConstants::new(),
-    };
-    let graph = load_graph(&text, &weights).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((graph, weights))
-}
+use rml_host::graph::tensors::{load_graph_file, to_dense, to_tensor};
+use rml_host::graph::{Buffer, DenseTensor, Executor, Graph, Options};
 
 /// Reads `NAME=FILE.npy` pairs, or `inputs/NAME.npy` beside the graph.
 fn inputs(graph: &Graph, path: &Path, given: &[String]) -> Result<Vec<DenseTensor>, String> {
@@ -77,7 +63,7 @@ pub fn run(
     profile: bool,
     fusion: bool,
 ) -> Result<(), String> {
-    let (graph, weights) = load(path)?;
+    let (graph, weights) = load_graph_file(path)?;
     let inputs = inputs(&graph, path, given)?;
     let options = Options {
         threads,
@@ -152,7 +138,7 @@ pub fn bench(
     json: bool,
     fusion: bool,
 ) -> Result<(), String> {
-    let (graph, weights) = load(path)?;
+    let (graph, weights) = load_graph_file(path)?;
     let mut cells = Vec::new();
     for &batch in batches {
         let inputs = bench_inputs(&graph, batch);

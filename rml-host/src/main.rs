@@ -308,7 +308,8 @@ fn summarize(path: &Path) -> Result<Summary> {
 /// An rml-graph's summary: its declared inputs and outputs, op counts, and its
 /// constants as the tensors (shapes as declared, possibly symbolic dims resolved).
 fn graph_summary(path: &Path, file_bytes: u64) -> Result<Summary> {
-    let (graph, _) = graph_cli::load(path).map_err(Error::InvalidArgument)?;
+    let (graph, _) =
+        rml_host::graph::tensors::load_graph_file(path).map_err(Error::InvalidArgument)?;
     let declared = |ids: &[usize]| {
         ids.iter()
             .map(|&id| format!("{}: {}", graph.value(id).name, graph.value(id).ty))

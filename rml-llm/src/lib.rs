@@ -4,7 +4,8 @@
 //! source over safetensors or GGUF ([`weights`]), the decoder with its per-family
 //! hooks ([`model`]), the KV cache ([`kv_cache`]) and the numeric pieces they share
 //! ([`rope`], [`attention`], [`ffn`], [`linear`], [`ops`]). Tokenizers, chat templates,
-//! samplers, the generation loop and the `rml-llm` CLI land here too.
+//! samplers, the generation loop ([`generate`]), opening a model with its tokenizer
+//! ([`open`]) and the `rml-llm` CLI land here too.
 //!
 //! It depends on `rml-host` and the crates below it.
 
@@ -17,6 +18,7 @@ pub mod generate;
 pub mod kv_cache;
 pub mod linear;
 pub mod model;
+pub mod open;
 pub mod ops;
 mod parallel;
 pub mod rope;

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use rml_host::formats::gguf::{GgufFile, Value};
 use rml_llm::chat::{ChatTemplate, RenderOptions, TokenizerConfig};
+use rml_llm::open::{is_gguf, load, stop_tokens};
 use rml_llm::sample::{Sampler, SamplerConfig};
 use rml_llm::stop::{StopConfig, StopReason};
 use rml_llm::tokenizer::{EncodeOptions, Tokenizer};
@@ -99,34 +100,6 @@ fn resolve_model(given: Option<PathBuf>) -> Result<PathBuf, String> {
         return Err(format!("model not found: {}", path.display()));
     }
     Ok(path)
-}
-
-fn is_gguf(path: &Path) -> bool {
-    path.is_file()
-}
-
-/// The model and its tokenizer (a GGUF's vocabulary, or a directory's
-/// `tokenizer.json`).
-fn load(path: &Path) -> Result<(Model, Tokenizer), String> {
-    let model = Model::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let tok = if is_gguf(path) {
-        Tokenizer::from_gguf_file(path)
-    } else {
-        Tokenizer::from_file(path.join("tokenizer.json"))
-    }
-    .map_err(|e| format!("{}: tokenizer: {e}", path.display()))?;
-    Ok((model, tok))
-}
-
-/// End-of-sequence plus the end-of-turn tokens the vocabulary knows.
-fn stop_tokens(tok: &Tokenizer) -> Vec<u32> {
-    let mut ids: Vec<u32> = tok.eos_id().into_iter().collect();
-    for name in ["<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|endoftext|>"] {
-        if let Some(id) = tok.token_to_id(name).filter(|id| !ids.contains(id)) {
-            ids.push(id);
-        }
-    }
-    ids
 }
 
 /// Whether an I/O error means the reader of our output went away.

@@ -148,6 +148,12 @@ impl Executor {
         }
     }
 
+    /// The outputs of the last run (in output order); stale or empty when the last
+    /// run failed or there was none.
+    pub fn outputs(&self) -> &[DenseTensor] {
+        &self.outputs
+    }
+
     /// Runs the graph on `inputs` (in input order) and returns the outputs (in
     /// output order), valid until the next run.
     pub fn run(&mut self, inputs: &[DenseTensor]) -> Result<&[DenseTensor], GraphError> {

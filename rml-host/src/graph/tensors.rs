@@ -1,5 +1,6 @@
 //! Between the host's files and the graph stack: `.npy`-read [`Tensor`]s to and from
-//! [`DenseTensor`]s, and a safetensors file as [`MemoryConstants`].
+//! [`DenseTensor`]s, a safetensors file as [`MemoryConstants`], and a graph file with
+//! its weights.
 
 use std::path::Path;
 
@@ -7,6 +8,8 @@ use rml_core::{DType, Shape};
 
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::MemoryConstants;
+use super::ir::Graph;
+use super::load::load_graph;
 use crate::Tensor;
 use crate::formats::safetensors::SafeTensors;
 
@@ -56,4 +59,20 @@ pub fn load_weights(path: &Path) -> Result<MemoryConstants, crate::Error> {
         };
     }
     Ok(constants)
+}
+
+/// Loads the graph file at `path` and the safetensors file its `weights` key names
+/// (relative to the graph's folder); a graph without one gets no constants. The
+/// error names the file.
+pub fn load_graph_file(path: &Path) -> Result<(Graph, MemoryConstants), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let weights = match doc.get("weights").and_then(|w| w.as_str()) {
+        Some(w) => load_weights(&dir.join(w)).map_err(|e| e.to_string())?,
+        None => MemoryConstants::new(),
+    };
+    let graph = load_graph(&text, &weights).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((graph, weights))
 }
