@@ -26,6 +26,7 @@ seeds_for() {
     npz) echo "rml-host/tests/fixtures/host_formats rml-host/tests/malformed/npy" ;;
     gguf) echo "rml-host/tests/fixtures/gguf rml-host/tests/malformed/gguf" ;;
     tokenizer_json) echo "rml-llm/tests/fixtures/tokenizers" ;;
+    graph_json) echo "models/graph-default rml-host/tests/fixtures/graph rml-host/tests/fixtures/graph/run zoo/fixtures/*/torch" ;;
   esac
 }
 

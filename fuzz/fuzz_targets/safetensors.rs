@@ -12,7 +12,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(st) = SafeTensors::from_bytes(data) else {
         return;
     };
-    let all = st.load_all().expect("a validated file hands out every tensor");
+    let all = st
+        .load_all()
+        .expect("a validated file hands out every tensor");
     for (info, (_, t)) in st.tensors().iter().zip(&all) {
         assert_eq!(t.nbytes(), info.nbytes());
         assert_eq!(t.to_bytes().len(), info.nbytes());
