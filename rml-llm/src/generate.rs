@@ -40,7 +40,7 @@ use crate::kv_cache::KvCache;
 use crate::model::{Logits, Model, Workspace};
 use crate::sample::Sampler;
 use crate::stop::{StopConfig, StopReason, Stopper};
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{DecodeStream, Tokenizer};
 
 /// Counts and timings of one [`Session::generate`] call.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -84,6 +84,62 @@ pub struct Generation {
     pub reason: StopReason,
     /// Counts and timings.
     pub stats: GenerationStats,
+}
+
+/// Turns sampled tokens into shown text and stop decisions: the [`Stopper`], the
+/// tokenizer's decode stream and a reused text buffer. Shared by [`Session`] and the
+/// speculative loop.
+pub(crate) struct Emitter<'t> {
+    stop: &'t StopConfig,
+    stopper: Stopper,
+    stream: DecodeStream<'t>,
+    shown: String,
+}
+
+impl<'t> Emitter<'t> {
+    /// An emitter for one generation.
+    pub(crate) fn new(tokenizer: &'t Tokenizer, stop: &'t StopConfig) -> Self {
+        Self {
+            stop,
+            stopper: Stopper::new(stop),
+            stream: tokenizer.decode_stream(false),
+            shown: String::new(),
+        }
+    }
+
+    /// Feeds one sampled token: passes the text that may now be shown to `on_text` and
+    /// returns why generation ends with this token, if it does. `context_full` says
+    /// the token cannot be run (held-back text is then flushed).
+    pub(crate) fn emit(
+        &mut self,
+        token: u32,
+        context_full: bool,
+        on_text: &mut impl FnMut(&str) -> ControlFlow<()>,
+    ) -> Option<StopReason> {
+        let budget_spent = self
+            .stop
+            .max_tokens
+            .is_some_and(|m| self.stopper.generated() + 1 >= m);
+        self.shown.clear();
+        let reason = if self.stop.tokens.contains(&token) {
+            self.stopper.push(token, b"", &mut self.shown)
+        } else {
+            let mut text = self.stream.step(token).unwrap_or_default();
+            if context_full || budget_spent {
+                text.push_str(&self.stream.finish().unwrap_or_default());
+            }
+            let r = self.stopper.push(token, text.as_bytes(), &mut self.shown);
+            if r.is_none() && context_full {
+                self.stopper.finish(&mut self.shown);
+            }
+            r
+        };
+        let reason = reason.or(context_full.then_some(StopReason::ContextFull));
+        if !self.shown.is_empty() && on_text(&self.shown).is_break() {
+            return Some(StopReason::Cancelled);
+        }
+        reason
+    }
 }
 
 /// A model with its KV cache and buffers: see the [module](self) documentation.
@@ -194,9 +250,7 @@ impl<'m> Session<'m> {
 
         let start = Instant::now();
         let mut tokens = Vec::with_capacity(context - self.cache.len() + 1);
-        let mut stopper = Stopper::new(stop);
-        let mut stream = tokenizer.decode_stream(false);
-        let mut shown = String::new();
+        let mut emitter = Emitter::new(tokenizer, stop);
         let reason = loop {
             let token = sampler
                 .sample(&mut self.logits)
@@ -204,28 +258,7 @@ impl<'m> Session<'m> {
             tokens.push(token);
             self.pending = Some(token);
             let context_full = self.cache.len() == context;
-            let budget_spent = stop
-                .max_tokens
-                .is_some_and(|m| stopper.generated() + 1 >= m);
-            shown.clear();
-            let reason = if stop.tokens.contains(&token) {
-                stopper.push(token, b"", &mut shown)
-            } else {
-                let mut text = stream.step(token).unwrap_or_default();
-                if context_full || budget_spent {
-                    text.push_str(&stream.finish().unwrap_or_default());
-                }
-                let r = stopper.push(token, text.as_bytes(), &mut shown);
-                if r.is_none() && context_full {
-                    stopper.finish(&mut shown);
-                }
-                r
-            };
-            let reason = reason.or(context_full.then_some(StopReason::ContextFull));
-            if !shown.is_empty() && on_text(&shown).is_break() {
-                break StopReason::Cancelled;
-            }
-            if let Some(reason) = reason {
+            if let Some(reason) = emitter.emit(token, context_full, &mut on_text) {
                 break reason;
             }
             self.pending = None;

@@ -4,7 +4,8 @@
 //! source over safetensors or GGUF ([`weights`]), the decoder with its per-family
 //! hooks ([`model`]), the KV cache ([`kv_cache`]) and the numeric pieces they share
 //! ([`rope`], [`attention`], [`ffn`], [`linear`], [`ops`]). Tokenizers, chat templates,
-//! samplers, the generation loop and the `rml-llm` CLI land here too.
+//! samplers, the generation loop ([`generate`]), speculative decoding ([`speculative`])
+//! and the `rml-llm` CLI live here too.
 //!
 //! It depends on `rml-host` and the crates below it.
 
@@ -28,6 +29,8 @@ pub use error::{Error, Result};
 pub use generate::{Generation, GenerationStats, Session};
 pub use kv_cache::{KvCache, KvDtype};
 pub use model::{LoadOptions, Logits, Model, Workspace};
+pub use speculative::{SpeculativeSession, SpeculativeStats};
 pub use weights::{Convention, GgufSource, MemorySource, SafetensorsSource, WeightSource};
 pub mod sample;
+pub mod speculative;
 pub mod stop;
