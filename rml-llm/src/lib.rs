@@ -20,6 +20,7 @@ pub mod linear;
 pub mod model;
 pub mod ops;
 mod parallel;
+pub mod quantize;
 pub mod rope;
 pub mod tokenizer;
 pub mod weights;

@@ -58,7 +58,10 @@ pub fn is_gguf(path: &Path) -> bool {
 /// The model and its tokenizer (a GGUF's vocabulary, or a directory's
 /// `tokenizer.json`).
 pub fn load(path: &Path) -> Result<(Model, Tokenizer), String> {
-    let model = Model::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let spinner = progress::Progress::spinner(&format!("loading {}", path.display()));
+    let model = Model::open(path).map_err(|e| format!("{}: {e}", path.display()));
+    spinner.finish();
+    let model = model?;
     let tok = if is_gguf(path) {
         Tokenizer::from_gguf_file(path)
     } else {
