@@ -9,7 +9,9 @@ use rml_llm::sample::Sampler;
 use rml_llm::tokenizer::Tokenizer;
 use rml_llm::{Generation, Model, SpeculativeSession, SpeculativeStats};
 
-use super::{GenerateArgs, Runner, is_closed, load, print_stats, write_stream};
+use super::{
+    GenerateArgs, Runner, is_closed, load_model, load_tokenizer, print_stats, write_stream,
+};
 
 /// Continue a prompt; prints only the generated text.
 #[derive(Args)]
@@ -49,8 +51,10 @@ impl GenerateCommand {
                     .map(|g| (g, None))
             }
             Some(path) => {
-                let (draft, draft_tok) = load(path)?;
-                check_same_vocabulary(&runner, &draft, &draft_tok, path)?;
+                let draft = load_model(path)?;
+                // A draft file without a tokenizer is compared by vocabulary size only.
+                let draft_tok = load_tokenizer(path).ok();
+                check_same_vocabulary(&runner, &draft, draft_tok.as_ref(), path)?;
                 speculative(&runner, &draft, self.draft_tokens, &ids, &mut stdout)?
                     .map(|(g, s)| (g, Some(s)))
             }
@@ -108,12 +112,12 @@ fn speculative(
     })
 }
 
-/// The draft must use the target's vocabulary: same size in both configurations and
-/// the same token text for every id.
+/// The draft must use the target's vocabulary: same size in both configurations and,
+/// when the draft file has a tokenizer, the same token text for every id.
 fn check_same_vocabulary(
     runner: &Runner,
     draft: &Model,
-    draft_tok: &Tokenizer,
+    draft_tok: Option<&Tokenizer>,
     path: &std::path::Path,
 ) -> Result<(), String> {
     let (t, d) = (runner.model.config().vocab_size, draft.config().vocab_size);
@@ -123,6 +127,9 @@ fn check_same_vocabulary(
             path.display()
         ));
     }
+    let Some(draft_tok) = draft_tok else {
+        return Ok(());
+    };
     let n = runner.tok.vocab_size();
     if draft_tok.vocab_size() != n {
         return Err(format!(

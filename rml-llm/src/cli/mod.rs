@@ -58,17 +58,26 @@ pub fn is_gguf(path: &Path) -> bool {
 /// The model and its tokenizer (a GGUF's vocabulary, or a directory's
 /// `tokenizer.json`).
 pub fn load(path: &Path) -> Result<(Model, Tokenizer), String> {
+    Ok((load_model(path)?, load_tokenizer(path)?))
+}
+
+/// The model alone, with a spinner on a terminal while it loads.
+pub fn load_model(path: &Path) -> Result<Model, String> {
     let spinner = progress::Progress::spinner(&format!("loading {}", path.display()));
     let model = Model::open(path).map_err(|e| format!("{}: {e}", path.display()));
     spinner.finish();
-    let model = model?;
-    let tok = if is_gguf(path) {
+    model
+}
+
+/// The tokenizer of a model path (a GGUF's vocabulary, or a directory's
+/// `tokenizer.json`).
+pub fn load_tokenizer(path: &Path) -> Result<Tokenizer, String> {
+    if is_gguf(path) {
         Tokenizer::from_gguf_file(path)
     } else {
         Tokenizer::from_file(path.join("tokenizer.json"))
     }
-    .map_err(|e| format!("{}: tokenizer: {e}", path.display()))?;
-    Ok((model, tok))
+    .map_err(|e| format!("{}: tokenizer: {e}", path.display()))
 }
 
 /// End-of-sequence plus the end-of-turn tokens the vocabulary knows.
