@@ -86,6 +86,23 @@ pub struct Generation {
     pub stats: GenerationStats,
 }
 
+/// The context policy for a new prompt: `in_use + new` positions must fit in
+/// `context`, and there must be something to continue from.
+pub(crate) fn check_room(in_use: usize, new: usize, context: usize) -> Result<()> {
+    let needed = in_use + new;
+    if needed > context {
+        return Err(Error::Input(format!(
+            "the prompt needs {needed} positions ({in_use} in use + {new} new) but the context holds {context}"
+        )));
+    }
+    if needed == 0 {
+        return Err(Error::Input(
+            "an empty prompt with nothing before it to continue".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Turns sampled tokens into shown text and stop decisions: the [`Stopper`], the
 /// tokenizer's decode stream and a reused text buffer. Shared by [`Session`] and the
 /// speculative loop.
@@ -219,19 +236,7 @@ impl<'m> Session<'m> {
     ) -> Result<Generation> {
         let context = self.cache.capacity();
         let pending = usize::from(self.pending.is_some());
-        let needed = self.cache.len() + pending + prompt.len();
-        if needed > context {
-            return Err(Error::Input(format!(
-                "the prompt needs {needed} positions ({} in use + {} new) but the context holds {context}",
-                self.cache.len() + pending,
-                prompt.len()
-            )));
-        }
-        if prompt.is_empty() && pending == 0 {
-            return Err(Error::Input(
-                "an empty prompt with nothing before it to continue".into(),
-            ));
-        }
+        check_room(self.cache.len() + pending, prompt.len(), context)?;
         let mut stats = GenerationStats {
             prompt_tokens: prompt.len() + pending,
             ..GenerationStats::default()

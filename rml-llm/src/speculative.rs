@@ -38,7 +38,7 @@ use rml_core::random::distributions::categorical;
 use rml_host::ThreadPool;
 
 use crate::error::{Error, Result};
-use crate::generate::{Emitter, Generation, GenerationStats, Session};
+use crate::generate::{Emitter, Generation, GenerationStats, Session, check_room};
 use crate::kv_cache::KvCache;
 use crate::model::{Logits, Model, Workspace};
 use crate::sample::{Sampler, SamplerConfig};
@@ -243,19 +243,8 @@ impl<'m> SpeculativeSession<'m> {
         mut on_text: impl FnMut(&str) -> ControlFlow<()>,
     ) -> Result<(Generation, SpeculativeStats)> {
         let context = self.target.cache.capacity();
+        check_room(self.history.len(), prompt.len(), context)?;
         let needed = self.history.len() + prompt.len();
-        if needed > context {
-            return Err(Error::Input(format!(
-                "the prompt needs {needed} positions ({} in use + {} new) but the context holds {context}",
-                self.history.len(),
-                prompt.len()
-            )));
-        }
-        if needed == 0 {
-            return Err(Error::Input(
-                "an empty prompt with nothing before it to continue".into(),
-            ));
-        }
         let mut draft_sampler = Sampler::new(
             SamplerConfig {
                 seed: sampler.config().seed ^ 0x5eed_d4af_0000_0001,

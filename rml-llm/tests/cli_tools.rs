@@ -2,45 +2,19 @@
 //! `quantize`, and the chat REPL's commands and input handling, piped and on a
 //! pseudo-terminal (line editor, Ctrl-C during a reply, Ctrl-C twice at the prompt).
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::*;
+
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rml-llm"))
-}
-
-fn run(args: &[&str]) -> (bool, String, String) {
-    let out = bin().args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn bundled() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default/rml-tiny-llama.gguf")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rml-cli-tools-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn assert_one_error_line(ok: bool, stderr: &str, mentions: &str) {
-    assert!(!ok);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("rml-llm: error: "), "{stderr}");
-    assert!(stderr.contains(mentions), "{stderr}");
-}
-
 #[test]
 fn draft_gives_the_same_greedy_text_and_reports_acceptance() {
-    let dir = temp_dir("draft");
+    let dir = temp_dir("cli-tools", "draft");
     let draft = dir.join("q4.gguf");
     let model = bundled();
     let (ok, _, stderr) = run(&[
@@ -91,7 +65,7 @@ fn draft_gives_the_same_greedy_text_and_reports_acceptance() {
 
 #[test]
 fn quantize_errors_are_one_line() {
-    let dir = temp_dir("quantize");
+    let dir = temp_dir("cli-tools", "quantize");
     let out = dir.join("out.gguf");
     let model = bundled();
     let (ok, _, stderr) = run(&[
@@ -147,24 +121,6 @@ fn bench_prints_json_and_the_table() {
     assert!(rows[3].contains("| CPU | 2 | pp8 | "));
     let (ok, _, stderr) = run(&["bench", "-p", "512"]);
     assert_one_error_line(ok, &stderr, "context of 256 positions");
-}
-
-/// Runs `rml-llm chat` over piped `input` bytes.
-fn chat(input: &[u8]) -> (bool, String, String) {
-    let mut child = bin()
-        .args(["chat", "-n", "8", "--temp", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]
@@ -294,7 +250,7 @@ fn chat_on_a_terminal_stops_a_reply_on_ctrl_c_and_exits_on_a_second_at_the_promp
 
 #[test]
 fn chat_on_a_terminal_keeps_a_history_file() {
-    let dir = temp_dir("history");
+    let dir = temp_dir("cli-tools", "history");
     let history = dir.join("history.txt");
     let history_arg = history.to_str().unwrap().to_string();
     let mut term = Terminal::spawn(&["chat", "-n", "4", "--temp", "0", "--history", &history_arg]);

@@ -3,22 +3,14 @@
 //! (Byte equality with `gguf.quants` is checked by
 //! `scripts/interop/check_rml_quantize.py`, the `quantize_interop` step of ci/test.)
 
-use std::path::PathBuf;
+#[path = "support/cli.rs"]
+mod cli;
+use cli::*;
 
 use rml_core::{DType, GgmlType};
 use rml_host::formats::gguf::GgufFile;
 use rml_llm::Model;
 use rml_llm::quantize::{QuantizeOptions, choose_type, parse_type, quantize_gguf};
-
-fn bundled() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default/rml-tiny-llama.gguf")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rml-quantize-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn opts(ty: DType) -> QuantizeOptions {
     QuantizeOptions {
@@ -107,7 +99,7 @@ fn relative_logit_error(path: &std::path::Path, reference: &[f32], prompt: &[u32
 
 #[test]
 fn quantized_models_load_and_stay_close_to_the_original() {
-    let dir = temp_dir("all");
+    let dir = temp_dir("quantize", "all");
     let original = Model::open(bundled()).unwrap();
     let prompt = [1u32, 50, 300, 7, 999, 12];
     let reference = original
@@ -151,7 +143,7 @@ fn quantized_models_load_and_stay_close_to_the_original() {
 
 #[test]
 fn errors_name_the_problem() {
-    let dir = temp_dir("errors");
+    let dir = temp_dir("quantize", "errors");
     let out = dir.join("out.gguf");
     let err = quantize_gguf(
         &dir.join("missing.gguf"),
