@@ -168,6 +168,18 @@ pub struct Session<'m> {
     logits: Vec<f32>,
     /// The last sampled token, not yet run through the model.
     pending: Option<u32>,
+    progress: Option<PrefillProgress>,
+}
+
+/// A callback told `(tokens run, prompt tokens)` after each prefill chunk of a prompt
+/// longer than one chunk (the CLI draws a progress bar with it).
+#[derive(Clone)]
+pub struct PrefillProgress(pub Arc<dyn Fn(usize, usize) + Send + Sync>);
+
+impl std::fmt::Debug for PrefillProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PrefillProgress")
+    }
 }
 
 impl<'m> Session<'m> {
@@ -177,6 +189,15 @@ impl<'m> Session<'m> {
     /// A session over `model` with room for `context` positions (at most the model's
     /// `max_positions`).
     pub fn new(model: &'m Model, context: usize) -> Result<Self> {
+        Self::with_prefill_chunk(model, context, Self::PREFILL_CHUNK)
+    }
+
+    /// [`Session::new`] running prompts in chunks of at most `chunk ≥ 1` tokens
+    /// (the workspace holds `min(chunk, context)` rows).
+    pub fn with_prefill_chunk(model: &'m Model, context: usize, chunk: usize) -> Result<Self> {
+        if chunk == 0 {
+            return Err(Error::Input("a prefill chunk of 0 tokens".into()));
+        }
         let max = model.config().max_positions;
         if context == 0 || context > max {
             return Err(Error::Input(format!(
@@ -184,13 +205,14 @@ impl<'m> Session<'m> {
             )));
         }
         let cache = model.new_cache(context);
-        let ws = model.workspace(Self::PREFILL_CHUNK.min(context), context)?;
+        let ws = model.workspace(chunk.min(context), context)?;
         Ok(Self {
             model,
             cache,
             ws,
             logits: vec![0.0; model.config().vocab_size],
             pending: None,
+            progress: None,
         })
     }
 
@@ -198,6 +220,11 @@ impl<'m> Session<'m> {
     /// [`Workspace::set_pool`]).
     pub fn set_pool(&mut self, pool: Option<Arc<ThreadPool>>) {
         self.ws.set_pool(pool);
+    }
+
+    /// Reports prefill progress of long prompts to `progress`.
+    pub fn set_prefill_progress(&mut self, progress: Option<PrefillProgress>) {
+        self.progress = progress;
     }
 
     /// The model.
@@ -245,8 +272,15 @@ impl<'m> Session<'m> {
         if let Some(last) = self.pending.take() {
             self.run(&[last])?;
         }
-        for chunk in prompt.chunks(self.ws.max_tokens()) {
+        let chunk_len = self.ws.max_tokens();
+        for (i, chunk) in prompt.chunks(chunk_len).enumerate() {
             self.run(chunk)?;
+            if let Some(p) = self.progress.as_ref().filter(|_| prompt.len() > chunk_len) {
+                (p.0)(
+                    (i * chunk_len + chunk.len()).min(prompt.len()),
+                    prompt.len(),
+                );
+            }
         }
         for &t in prompt {
             sampler.accept(t).map_err(Error::core("sampler"))?;

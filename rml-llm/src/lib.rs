@@ -27,7 +27,7 @@ pub mod weights;
 
 pub use config::{Config, Family};
 pub use error::{Error, Result};
-pub use generate::{Generation, GenerationStats, Session};
+pub use generate::{Generation, GenerationStats, PrefillProgress, Session};
 pub use kv_cache::{KvCache, KvDtype};
 pub use model::{LoadOptions, Logits, Model, Workspace};
 pub use speculative::{SpeculativeSession, SpeculativeStats};

@@ -13,8 +13,8 @@ pub mod tokenize;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use clap::Args;
 use rml_host::formats::gguf::{GgufFile, Value};
@@ -22,7 +22,7 @@ use rml_llm::chat::TokenizerConfig;
 use rml_llm::sample::{Sampler, SamplerConfig};
 use rml_llm::stop::{StopConfig, StopReason};
 use rml_llm::tokenizer::Tokenizer;
-use rml_llm::{Generation, Model, Session};
+use rml_llm::{Generation, Model, PrefillProgress, Session};
 
 /// The bundled model, relative to the current directory.
 const DEFAULT_MODEL: &str = "models/default/rml-tiny-llama.gguf";
@@ -219,6 +219,7 @@ impl Runner {
         let mut session = Session::new(&self.model, self.model.config().max_positions)
             .map_err(|e| e.to_string())?;
         session.set_pool(self.pool.clone());
+        session.set_prefill_progress(Some(prompt_progress()));
         let sampler = Sampler::new(self.sampler.clone(), self.model.config().vocab_size)
             .map_err(|e| e.to_string())?;
         Ok((session, sampler))
@@ -242,6 +243,21 @@ impl Runner {
             session.generate(&self.tok, ids, sampler, &self.stop, on_text)
         })
     }
+}
+
+/// A progress bar for long prompts: made at a prompt's first chunk, cleared after its
+/// last.
+fn prompt_progress() -> PrefillProgress {
+    let bar: Mutex<Option<progress::Progress>> = Mutex::new(None);
+    PrefillProgress(Arc::new(move |done, total| {
+        let Ok(mut bar) = bar.lock() else { return };
+        let b = bar.get_or_insert_with(|| progress::Progress::bar("prompt", total as u64));
+        b.set(done, total);
+        if done >= total {
+            b.finish();
+            *bar = None;
+        }
+    }))
 }
 
 /// Runs `generate` with a text callback that writes to `out` and flushes, and stops
