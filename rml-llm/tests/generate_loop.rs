@@ -231,7 +231,8 @@ fn long_prompts_report_prefill_progress_per_chunk() {
         })
         .unwrap();
     let want = vec![
-        (Session::PREFILL_CHUNK, prompt_len),
+        (100, prompt_len),
+        (200, prompt_len),
         (prompt_len, prompt_len),
     ];
     assert_eq!(*calls.lock().unwrap(), want);
