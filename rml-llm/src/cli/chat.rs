@@ -140,9 +140,15 @@ impl Chat<'_> {
             }
         };
         let reply = String::from_utf8_lossy(&reply).into_owned();
-        self.fed = rendered + &reply;
-        if let StopReason::Token(t) = generation.reason {
-            self.fed += &tok.decode(&[t], false);
+        match generation.reason {
+            StopReason::Token(t) => self.fed = rendered + &reply + &tok.decode(&[t], false),
+            // The cache holds tokens whose text was not shown (a stop string, text held
+            // back when Ctrl-C came): the next turn runs the conversation from scratch.
+            StopReason::String(_) | StopReason::Cancelled => {
+                session.reset();
+                self.fed.clear();
+            }
+            _ => self.fed = rendered + &reply,
         }
         self.messages
             .push(serde_json::json!({"role": "assistant", "content": reply}));
