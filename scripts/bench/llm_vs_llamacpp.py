@@ -30,7 +30,7 @@ from speculative import ROOT, write_target  # noqa: E402
 
 
 def llama_bench(path: Path, p: int, n: int, threads: int, runs: int) -> dict[str, float]:
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_batch=max(p, 1), n_threads=threads,
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=p + n + 8, n_batch=max(p, 1), n_threads=threads,
                           n_threads_batch=threads, verbose=False)
     rng = np.random.default_rng(0)
     vocab = llm.n_vocab()

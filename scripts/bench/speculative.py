@@ -42,12 +42,12 @@ def field(r: gguf.GGUFReader, key: str):
     return f.parts[f.data[0]][0].item()
 
 
-def write_target(path: Path, hidden=1024, ff=2816, layers=8, heads=16, kv_heads=4) -> None:
+def write_target(path: Path, hidden=1024, ff=2816, layers=8, heads=16, kv_heads=4, context=1024) -> None:
     src = gguf.GGUFReader(str(BUNDLED))
     vocab = len(field(src, "tokenizer.ggml.tokens"))
     rng = np.random.default_rng(0)
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_context_length(256)
+    w.add_context_length(context)
     w.add_embedding_length(hidden)
     w.add_block_count(layers)
     w.add_feed_forward_length(ff)
