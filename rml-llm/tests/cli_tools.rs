@@ -215,6 +215,18 @@ impl Terminal {
         }
     }
 
+    /// Waits (at most 60 s) until the output is longer than `len` bytes.
+    fn wait_for_output(&mut self, len: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.seen.len() <= len {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(bytes) => self.seen.push_str(&String::from_utf8_lossy(&bytes)),
+                Err(_) => panic!("no reply; the terminal shows {:?}", self.seen),
+            }
+        }
+    }
+
     fn send(&mut self, bytes: &[u8]) {
         self.writer.write_all(bytes).unwrap();
         self.writer.flush().unwrap();
@@ -227,9 +239,10 @@ fn chat_on_a_terminal_stops_a_reply_on_ctrl_c_and_exits_on_a_second_at_the_promp
     let mut term = Terminal::spawn(&["chat", "-n", "100000", "--temp", "0"]);
     let at = term.wait_for(0, "> ");
     term.send(b"What does the with statement do?\r");
-    // Wait for some of the reply, then interrupt it.
+    // Wait for the first characters of the reply, then interrupt it at once (the
+    // whole reply, up to the 256-position context, takes a few hundred ms).
     let at = term.wait_for(at, "statement do?");
-    std::thread::sleep(Duration::from_millis(150));
+    term.wait_for_output(at + 8);
     let sent = Instant::now();
     term.send(b"\x03");
     let at = term.wait_for(at, "stopped]");
