@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Checks that llama.cpp loads and runs the GGUF files ``rml-llm quantize`` writes (on demand).
 
-# ci-fixture-check: on-demand
-
 Not run by ci/test: it needs ``llama-cpp-python`` (see
 ``scripts/fixtures-ondemand/quant_llamacpp.py`` for installing it). For each type it
 quantizes the bundled model with the given ``rml-llm`` binary, loads the output with
