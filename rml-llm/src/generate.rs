@@ -40,7 +40,7 @@ use crate::kv_cache::KvCache;
 use crate::model::{Logits, Model, Workspace};
 use crate::sample::Sampler;
 use crate::stop::{StopConfig, StopReason, Stopper};
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{DecodeStream, Tokenizer};
 
 /// Counts and timings of one [`Session::generate`] call.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -86,6 +86,79 @@ pub struct Generation {
     pub stats: GenerationStats,
 }
 
+/// The context policy for a new prompt: `in_use + new` positions must fit in
+/// `context`, and there must be something to continue from.
+pub(crate) fn check_room(in_use: usize, new: usize, context: usize) -> Result<()> {
+    let needed = in_use + new;
+    if needed > context {
+        return Err(Error::Input(format!(
+            "the prompt needs {needed} positions ({in_use} in use + {new} new) but the context holds {context}"
+        )));
+    }
+    if needed == 0 {
+        return Err(Error::Input(
+            "an empty prompt with nothing before it to continue".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Turns sampled tokens into shown text and stop decisions: the [`Stopper`], the
+/// tokenizer's decode stream and a reused text buffer. Shared by [`Session`] and the
+/// speculative loop.
+pub(crate) struct Emitter<'t> {
+    stop: &'t StopConfig,
+    stopper: Stopper,
+    stream: DecodeStream<'t>,
+    shown: String,
+}
+
+impl<'t> Emitter<'t> {
+    /// An emitter for one generation.
+    pub(crate) fn new(tokenizer: &'t Tokenizer, stop: &'t StopConfig) -> Self {
+        Self {
+            stop,
+            stopper: Stopper::new(stop),
+            stream: tokenizer.decode_stream(false),
+            shown: String::new(),
+        }
+    }
+
+    /// Feeds one sampled token: passes the text that may now be shown to `on_text` and
+    /// returns why generation ends with this token, if it does. `context_full` says
+    /// the token cannot be run (held-back text is then flushed).
+    pub(crate) fn emit(
+        &mut self,
+        token: u32,
+        context_full: bool,
+        on_text: &mut impl FnMut(&str) -> ControlFlow<()>,
+    ) -> Option<StopReason> {
+        let budget_spent = self
+            .stop
+            .max_tokens
+            .is_some_and(|m| self.stopper.generated() + 1 >= m);
+        self.shown.clear();
+        let reason = if self.stop.tokens.contains(&token) {
+            self.stopper.push(token, b"", &mut self.shown)
+        } else {
+            let mut text = self.stream.step(token).unwrap_or_default();
+            if context_full || budget_spent {
+                text.push_str(&self.stream.finish().unwrap_or_default());
+            }
+            let r = self.stopper.push(token, text.as_bytes(), &mut self.shown);
+            if r.is_none() && context_full {
+                self.stopper.finish(&mut self.shown);
+            }
+            r
+        };
+        let reason = reason.or(context_full.then_some(StopReason::ContextFull));
+        if !self.shown.is_empty() && on_text(&self.shown).is_break() {
+            return Some(StopReason::Cancelled);
+        }
+        reason
+    }
+}
+
 /// A model with its KV cache and buffers: see the [module](self) documentation.
 #[derive(Debug)]
 pub struct Session<'m> {
@@ -95,6 +168,18 @@ pub struct Session<'m> {
     logits: Vec<f32>,
     /// The last sampled token, not yet run through the model.
     pending: Option<u32>,
+    progress: Option<PrefillProgress>,
+}
+
+/// A callback told `(tokens run, prompt tokens)` after each prefill chunk of a prompt
+/// longer than one chunk (the CLI draws a progress bar with it).
+#[derive(Clone)]
+pub struct PrefillProgress(pub Arc<dyn Fn(usize, usize) + Send + Sync>);
+
+impl std::fmt::Debug for PrefillProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PrefillProgress")
+    }
 }
 
 impl<'m> Session<'m> {
@@ -104,6 +189,15 @@ impl<'m> Session<'m> {
     /// A session over `model` with room for `context` positions (at most the model's
     /// `max_positions`).
     pub fn new(model: &'m Model, context: usize) -> Result<Self> {
+        Self::with_prefill_chunk(model, context, Self::PREFILL_CHUNK)
+    }
+
+    /// [`Session::new`] running prompts in chunks of at most `chunk ≥ 1` tokens
+    /// (the workspace holds `min(chunk, context)` rows).
+    pub fn with_prefill_chunk(model: &'m Model, context: usize, chunk: usize) -> Result<Self> {
+        if chunk == 0 {
+            return Err(Error::Input("a prefill chunk of 0 tokens".into()));
+        }
         let max = model.config().max_positions;
         if context == 0 || context > max {
             return Err(Error::Input(format!(
@@ -111,13 +205,14 @@ impl<'m> Session<'m> {
             )));
         }
         let cache = model.new_cache(context);
-        let ws = model.workspace(Self::PREFILL_CHUNK.min(context), context)?;
+        let ws = model.workspace(chunk.min(context), context)?;
         Ok(Self {
             model,
             cache,
             ws,
             logits: vec![0.0; model.config().vocab_size],
             pending: None,
+            progress: None,
         })
     }
 
@@ -125,6 +220,11 @@ impl<'m> Session<'m> {
     /// [`Workspace::set_pool`]).
     pub fn set_pool(&mut self, pool: Option<Arc<ThreadPool>>) {
         self.ws.set_pool(pool);
+    }
+
+    /// Reports prefill progress of long prompts to `progress`.
+    pub fn set_prefill_progress(&mut self, progress: Option<PrefillProgress>) {
+        self.progress = progress;
     }
 
     /// The model.
@@ -163,19 +263,7 @@ impl<'m> Session<'m> {
     ) -> Result<Generation> {
         let context = self.cache.capacity();
         let pending = usize::from(self.pending.is_some());
-        let needed = self.cache.len() + pending + prompt.len();
-        if needed > context {
-            return Err(Error::Input(format!(
-                "the prompt needs {needed} positions ({} in use + {} new) but the context holds {context}",
-                self.cache.len() + pending,
-                prompt.len()
-            )));
-        }
-        if prompt.is_empty() && pending == 0 {
-            return Err(Error::Input(
-                "an empty prompt with nothing before it to continue".into(),
-            ));
-        }
+        check_room(self.cache.len() + pending, prompt.len(), context)?;
         let mut stats = GenerationStats {
             prompt_tokens: prompt.len() + pending,
             ..GenerationStats::default()
@@ -184,8 +272,15 @@ impl<'m> Session<'m> {
         if let Some(last) = self.pending.take() {
             self.run(&[last])?;
         }
-        for chunk in prompt.chunks(self.ws.max_tokens()) {
+        let chunk_len = self.ws.max_tokens();
+        for (i, chunk) in prompt.chunks(chunk_len).enumerate() {
             self.run(chunk)?;
+            if let Some(p) = self.progress.as_ref().filter(|_| prompt.len() > chunk_len) {
+                (p.0)(
+                    (i * chunk_len + chunk.len()).min(prompt.len()),
+                    prompt.len(),
+                );
+            }
         }
         for &t in prompt {
             sampler.accept(t).map_err(Error::core("sampler"))?;
@@ -194,9 +289,7 @@ impl<'m> Session<'m> {
 
         let start = Instant::now();
         let mut tokens = Vec::with_capacity(context - self.cache.len() + 1);
-        let mut stopper = Stopper::new(stop);
-        let mut stream = tokenizer.decode_stream(false);
-        let mut shown = String::new();
+        let mut emitter = Emitter::new(tokenizer, stop);
         let reason = loop {
             let token = sampler
                 .sample(&mut self.logits)
@@ -204,28 +297,7 @@ impl<'m> Session<'m> {
             tokens.push(token);
             self.pending = Some(token);
             let context_full = self.cache.len() == context;
-            let budget_spent = stop
-                .max_tokens
-                .is_some_and(|m| stopper.generated() + 1 >= m);
-            shown.clear();
-            let reason = if stop.tokens.contains(&token) {
-                stopper.push(token, b"", &mut shown)
-            } else {
-                let mut text = stream.step(token).unwrap_or_default();
-                if context_full || budget_spent {
-                    text.push_str(&stream.finish().unwrap_or_default());
-                }
-                let r = stopper.push(token, text.as_bytes(), &mut shown);
-                if r.is_none() && context_full {
-                    stopper.finish(&mut shown);
-                }
-                r
-            };
-            let reason = reason.or(context_full.then_some(StopReason::ContextFull));
-            if !shown.is_empty() && on_text(&shown).is_break() {
-                break StopReason::Cancelled;
-            }
-            if let Some(reason) = reason {
+            if let Some(reason) = emitter.emit(token, context_full, &mut on_text) {
                 break reason;
             }
             self.pending = None;

@@ -17,13 +17,18 @@ pub fn is_gguf(path: &Path) -> bool {
 /// failed).
 pub fn load(path: &Path) -> Result<(Model, Tokenizer), String> {
     let model = Model::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let tok = if is_gguf(path) {
+    Ok((model, load_tokenizer(path)?))
+}
+
+/// The tokenizer of a model path: a GGUF file's vocabulary, or a directory's
+/// `tokenizer.json`.
+pub fn load_tokenizer(path: &Path) -> Result<Tokenizer, String> {
+    if is_gguf(path) {
         Tokenizer::from_gguf_file(path)
     } else {
         Tokenizer::from_file(path.join("tokenizer.json"))
     }
-    .map_err(|e| format!("{}: tokenizer: {e}", path.display()))?;
-    Ok((model, tok))
+    .map_err(|e| format!("{}: tokenizer: {e}", path.display()))
 }
 
 /// End-of-sequence plus the end-of-turn tokens the vocabulary knows.

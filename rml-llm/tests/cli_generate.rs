@@ -2,44 +2,15 @@
 //! text on stdout, one error line on stderr and a non-zero exit on bad input, and no
 //! panic when stdout is closed early.
 
-use std::io::Write;
+#[path = "support/cli.rs"]
+mod cli;
+use cli::*;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use rml_llm::tokenizer::Tokenizer;
 use rml_llm::{Model, Session};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rml-llm"))
-}
-
-fn run(args: &[&str]) -> (bool, String, String) {
-    let out = bin().args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn bundled() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default/rml-tiny-llama.gguf")
-}
-
-/// A fresh temporary directory for one test.
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rml-cli-generate-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn assert_one_error_line(ok: bool, stderr: &str, mentions: &str) {
-    assert!(!ok);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("rml-llm: error: "), "{stderr}");
-    assert!(stderr.contains(mentions), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-}
 
 #[test]
 fn greedy_generate_prints_the_library_continuation() {
@@ -167,7 +138,7 @@ fn missing_model_is_one_error_line() {
 
 #[test]
 fn truncated_and_foreign_files_are_one_error_line() {
-    let dir = temp_dir("bad");
+    let dir = temp_dir("cli-generate", "bad");
     let bytes = std::fs::read(bundled()).unwrap();
     let write = |name: &str, data: &[u8]| -> PathBuf {
         let p = dir.join(name);
@@ -213,29 +184,6 @@ fn closed_stdout_does_not_panic() {
     assert!(out.status.success(), "{stderr}");
 }
 
-/// Runs `rml-llm chat` over `input` lines.
-fn chat(input: &str) -> (bool, String, String) {
-    let mut child = bin()
-        .args(["chat", "-n", "8", "--temp", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn prompt_tokens(stats_line: &str) -> usize {
     stats_line
         .strip_prefix("prompt: ")
@@ -246,8 +194,9 @@ fn prompt_tokens(stats_line: &str) -> usize {
 
 #[test]
 fn chat_reuses_the_cache_across_turns_and_exits_at_eof() {
-    let (ok, stdout, stderr) =
-        chat("What does the with statement do?\n/stats\nAnd the for statement?\n/stats\n");
+    let (ok, stdout, stderr) = chat(
+        "What does the with statement do?\n/stats\nAnd the for statement?\n/stats\n".as_bytes(),
+    );
     assert!(ok, "{stderr}");
     assert!(!stdout.trim().is_empty());
     let stats: Vec<&str> = stderr.lines().collect();
@@ -259,9 +208,9 @@ fn chat_reuses_the_cache_across_turns_and_exits_at_eof() {
 
     // After /reset the first turn runs from scratch again, with the same reply.
     let question = "What does the with statement do?\n";
-    let (ok, once, _) = chat(question);
+    let (ok, once, _) = chat(question.as_bytes());
     assert!(ok);
-    let (ok, twice, _) = chat(&format!("{question}/reset\n{question}"));
+    let (ok, twice, _) = chat(format!("{question}/reset\n{question}").as_bytes());
     assert!(ok);
     assert_eq!(twice, format!("{once}{once}"));
 }

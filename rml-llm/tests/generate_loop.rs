@@ -212,3 +212,36 @@ fn context_policy() {
         "a full context cannot continue"
     );
 }
+
+#[test]
+fn long_prompts_report_prefill_progress_per_chunk() {
+    use std::sync::{Arc, Mutex};
+    let (model, tok) = load();
+    let (chunk, prompt_len) = (100, 244);
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let seen = calls.clone();
+    let mut session = Session::with_prefill_chunk(&model, 256, chunk).unwrap();
+    session.set_prefill_progress(Some(rml_llm::PrefillProgress(Arc::new(move |d, t| {
+        seen.lock().unwrap().push((d, t));
+    }))));
+    let prompt = vec![3u32; prompt_len];
+    session
+        .generate(&tok, &prompt, &mut greedy(&model), &budget(2), |_| {
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    let want = vec![
+        (100, prompt_len),
+        (200, prompt_len),
+        (prompt_len, prompt_len),
+    ];
+    assert_eq!(*calls.lock().unwrap(), want);
+    // A prompt of one chunk reports nothing.
+    calls.lock().unwrap().clear();
+    session
+        .generate(&tok, &[5, 6], &mut greedy(&model), &budget(2), |_| {
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert!(calls.lock().unwrap().is_empty());
+}

@@ -148,4 +148,31 @@ impl Sampler {
         self.window.push(token);
         Ok(token)
     }
+
+    /// Draws a token from `probs` (vocabulary-sized, finite, non-negative, not all
+    /// zero) with one `next_f64` of the stream, and records it in the window. The
+    /// speculative loop draws from the draft's and the residual distributions with it.
+    pub fn draw(&mut self, probs: &[f32]) -> Result<u32> {
+        if probs.len() != self.vocab {
+            return Err(Error::LengthMismatch {
+                expected: self.vocab,
+                got: probs.len(),
+            });
+        }
+        let token = categorical(&mut self.rng, probs)? as u32;
+        self.window.push(token);
+        Ok(token)
+    }
+
+    /// The seeded random stream, for draws that are not tokens (the speculative
+    /// acceptance test).
+    pub fn rng(&mut self) -> &mut Philox4x64Stream {
+        &mut self.rng
+    }
+
+    /// Makes this sampler's penalty window a copy of `other`'s (the random stream is
+    /// kept), so a draft model's chain sees the same recent tokens as the target's.
+    pub fn copy_window_from(&mut self, other: &Sampler) {
+        self.window.clone_from(&other.window);
+    }
 }

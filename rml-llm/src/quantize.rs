@@ -1,0 +1,239 @@
+//! Quantizing a GGUF model into a new GGUF file, with the tensor rules of
+//! llama.cpp's `llama-quantize`:
+//!
+//! * A tensor is quantized when its name ends in `weight` and it has at least two
+//!   dimensions; 1-D tensors (norms, biases) and the MoE router
+//!   (`ffn_gate_inp.weight`), `rope_freqs.weight` and position embeddings keep
+//!   their type.
+//! * `token_embd.weight` and `output.weight` take the main type unless an override
+//!   names another (llama-quantize's `--token-embedding-type` / `--output-tensor-type`).
+//! * A row length that is not a whole number of the type's blocks falls back as
+//!   llama.cpp does: Q2_K/Q3_K → Q4_0 (llama.cpp uses IQ4_NL, which rml does not
+//!   have), Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0; if that fails too, F16.
+//! * Source values are read as f32 (F16/BF16 widened, quantized tensors dequantized)
+//!   and quantized with `rml-core`'s reference quantizers, which are ggml's
+//!   `quantize_row_*_ref` bit for bit. A tensor already of the chosen type is copied.
+//!
+//! Metadata (the alignment included) is copied, with `general.file_type` set to llama.cpp's `LLAMA_FTYPE`
+//! for the type and `general.quantization_version` to 2.
+
+use std::path::Path;
+
+use rml_core::{DType, GgmlType};
+use rml_host::formats::gguf::{GgufFile, GgufWriter};
+
+use crate::error::{Error, Result};
+use crate::weights::transform::to_f32;
+use crate::weights::{GgufSource, WeightSource};
+
+/// The types `quantize` writes.
+pub const QUANT_TYPES: [DType; 12] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2K,
+    DType::Q3K,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+    DType::F16,
+    DType::F32,
+];
+
+/// Parses a type name (`Q4_0`, `q4_k`, `F16`, …) among [`QUANT_TYPES`].
+pub fn parse_type(name: &str) -> Result<DType> {
+    DType::parse(name)
+        .ok()
+        .filter(|d| QUANT_TYPES.contains(d))
+        .ok_or_else(|| {
+            let names: Vec<&str> = QUANT_TYPES.iter().map(|d| d.name()).collect();
+            Error::Input(format!(
+                "unknown quantization type {name:?}; one of {}",
+                names.join(", ")
+            ))
+        })
+}
+
+/// What to quantize to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantizeOptions {
+    /// The type of the quantized tensors.
+    pub ty: DType,
+    /// The type of `token_embd.weight`, if not `ty`.
+    pub token_embedding_type: Option<DType>,
+    /// The type of `output.weight`, if not `ty`.
+    pub output_type: Option<DType>,
+}
+
+/// One tensor of the output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorPlan {
+    /// Its name.
+    pub name: String,
+    /// The type it had.
+    pub from: GgmlType,
+    /// The type it gets.
+    pub to: GgmlType,
+    /// Its bytes in the output.
+    pub bytes: usize,
+}
+
+/// Whether llama-quantize would quantize a tensor of this name and rank.
+pub fn is_quantizable(name: &str, n_dims: usize) -> bool {
+    n_dims >= 2
+        && name.ends_with("weight")
+        && !name.contains("ffn_gate_inp")
+        && !name.contains("rope_freqs")
+        && !name.contains("position_embd")
+        && !name.contains("pos_embd")
+}
+
+/// The type a tensor gets: see the [module](self) rules. `dims` are in ggml order
+/// (`dims[0]` is the row length).
+pub fn choose_type(
+    name: &str,
+    current: GgmlType,
+    dims: &[u64],
+    opts: &QuantizeOptions,
+) -> GgmlType {
+    if !is_quantizable(name, dims.len()) {
+        return current;
+    }
+    let wanted = match name {
+        "token_embd.weight" => opts.token_embedding_type.unwrap_or(opts.ty),
+        "output.weight" => opts.output_type.unwrap_or(opts.ty),
+        _ => opts.ty,
+    };
+    let fits = |d: DType| dims[0].is_multiple_of(d.block_size() as u64);
+    let ty = if fits(wanted) {
+        wanted
+    } else {
+        let fallback = match wanted {
+            DType::Q2K | DType::Q3K => DType::Q4_0,
+            DType::Q4K => DType::Q5_0,
+            DType::Q5K => DType::Q5_1,
+            DType::Q6K => DType::Q8_0,
+            _ => DType::F16,
+        };
+        if fits(fallback) { fallback } else { DType::F16 }
+    };
+    ty.ggml_type().unwrap_or(current)
+}
+
+/// llama.cpp's `LLAMA_FTYPE` for a file mostly of type `ty` (the `_S` variants for
+/// K-quants, as every tensor gets the same type).
+fn file_type(ty: DType) -> u32 {
+    match ty {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::Q4_0 => 2,
+        DType::Q4_1 => 3,
+        DType::Q8_0 => 7,
+        DType::Q5_0 => 8,
+        DType::Q5_1 => 9,
+        DType::Q2K => 10,
+        DType::Q3K => 11,
+        DType::Q4K => 14,
+        DType::Q5K => 16,
+        _ => 18,
+    }
+}
+
+/// Writes `ty` blocks of `values` into a fresh, 8-byte aligned buffer.
+fn encode(ty: DType, values: &[f32]) -> std::result::Result<Vec<u64>, rml_core::Error> {
+    let bytes = ty.storage_bytes(values.len())?;
+    let mut buf = vec![0u64; bytes.div_ceil(8)];
+    let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut buf)[..bytes];
+    match ty {
+        DType::F32 => dst.copy_from_slice(bytemuck::cast_slice(values)),
+        DType::F16 => {
+            for (d, v) in dst.chunks_exact_mut(2).zip(values) {
+                d.copy_from_slice(&half::f16::from_f32(*v).to_le_bytes());
+            }
+        }
+        _ => rml_core::quant::quantize_bytes(ty, values, dst)?,
+    }
+    Ok(buf)
+}
+
+/// Quantizes the GGUF model `input` into `output` with `opts`. `progress(done, total)`
+/// is called after each tensor. Returns every tensor's plan.
+pub fn quantize_gguf(
+    input: &Path,
+    output: &Path,
+    opts: &QuantizeOptions,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Vec<TensorPlan>> {
+    if input == output {
+        return Err(Error::Input(
+            "the output file must differ from the input file".into(),
+        ));
+    }
+    let file = GgufFile::open(input).map_err(Error::Gguf)?;
+    let source = GgufSource::open(input)?;
+    let total = file.tensor_count();
+    let mut plans = Vec::with_capacity(total);
+    // Quantized data is owned here; unchanged tensors are borrowed from the mapping.
+    let mut owned: Vec<Option<Vec<u64>>> = Vec::with_capacity(total);
+    for (i, t) in file.tensors().enumerate() {
+        let info = t.info;
+        let name = info.name();
+        let from = info.ggml_type();
+        let to = choose_type(name, from, info.dims(), opts);
+        let data = if to == from {
+            None
+        } else {
+            let tensor = source
+                .tensor(name)?
+                .ok_or_else(|| Error::Input(format!("tensor {name:?} listed but not readable")))?;
+            let values = to_f32(name, &tensor)?;
+            let ty = to.to_dtype().map_err(Error::core("quantize"))?;
+            Some(encode(ty, &values).map_err(|e| {
+                Error::Input(format!("tensor {name:?}: quantizing to {}: {e}", ty.name()))
+            })?)
+        };
+        let bytes = match &data {
+            Some(_) => to
+                .to_dtype()
+                .and_then(|d| d.storage_bytes(info.n_elements() as usize))
+                .map_err(Error::core("quantize"))?,
+            None => t.data.len(),
+        };
+        plans.push(TensorPlan {
+            name: name.to_string(),
+            from,
+            to,
+            bytes,
+        });
+        owned.push(data);
+        progress(i + 1, total);
+    }
+
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata() {
+        if key != "general.file_type" && key != "general.quantization_version" {
+            writer
+                .add_kv(key, value.to_owned_value())
+                .map_err(Error::Gguf)?;
+        }
+    }
+    writer
+        .add_kv("general.quantization_version", 2u32)
+        .map_err(Error::Gguf)?;
+    writer
+        .add_kv("general.file_type", file_type(opts.ty))
+        .map_err(Error::Gguf)?;
+    for ((t, plan), data) in file.tensors().zip(&plans).zip(&owned) {
+        let bytes = match data {
+            Some(buf) => &bytemuck::cast_slice::<u64, u8>(buf)[..plan.bytes],
+            None => t.data,
+        };
+        writer
+            .add_tensor(&plan.name, plan.to, t.info.dims(), bytes)
+            .map_err(Error::Gguf)?;
+    }
+    writer.write_file(output).map_err(Error::Gguf)?;
+    Ok(plans)
+}
