@@ -102,7 +102,7 @@ class Graph:
 
     def add_constant(self, array, hint: str = "const") -> str:
         """Add a constant tensor (copied into a C-contiguous NumPy array); returns its name."""
-        array = np.ascontiguousarray(np.asarray(array))
+        array = np.asarray(array, order="C")  # keeps rank 0 (ascontiguousarray would not)
         name = self.fresh_name(hint)
         self.constants[name] = array
         self.types[name] = ValueType(dtype_name(array.dtype), list(array.shape))

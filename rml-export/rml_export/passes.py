@@ -196,7 +196,7 @@ def fold_constants(graph: Graph) -> bool:
         if value is None:
             continue
         name = graph.fresh_name(node.outputs[0] + ".folded")
-        graph.constants[name] = np.ascontiguousarray(value)
+        graph.constants[name] = np.asarray(value, order="C")
         graph.types[name] = ValueType(graph.types[node.outputs[0]].dtype
                                       if node.outputs[0] in graph.types
                                       else graph.types[node.inputs[0]].dtype, list(value.shape))

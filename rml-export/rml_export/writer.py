@@ -86,6 +86,6 @@ def save(graph: Graph, path: str | Path, weights_file: str | None = None) -> Pat
     text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
     path.write_text(text)
     if graph.constants:
-        tensors = {k: np.ascontiguousarray(v) for k, v in graph.constants.items()}
+        tensors = {k: np.asarray(v, order="C") for k, v in graph.constants.items()}
         save_file(tensors, str(path.parent / weights_file), metadata={"format": "rml-graph"})
     return path
