@@ -1,0 +1,357 @@
+"""The JAX route: trace ``fn(params, **inputs)`` to a jaxpr and lower it onto rml-graph.
+
+``jax.make_jaxpr`` gives the program as equations over primitives. The walker
+(:class:`Lowering`) inlines nested calls (``jit``/``pjit``, ``closed_call``,
+``custom_jvp_call``, ``custom_vjp_call``, ``checkpoint``), unrolls ``scan`` and ``while``
+loops whose trip count is known while tracing, evaluates with JAX itself every equation
+whose inputs are all constants that do not come from ``params`` (iota, masks, loop
+counters), and hands every other equation to its lowering in :mod:`rml_export.jax_ops`.
+:mod:`rml_export.jax_patterns` then recovers high-level ops (softmax, layer_norm, gelu,
+…) from the decomposed forms JAX writes, and the shared clean-up passes finish.
+
+``params`` leaves become constants named by their key path joined with ``"."``
+(``{"fc1": {"weight": w}}`` -> ``fc1.weight``). Integer values are ``I64`` in the graph
+(JAX computes indices in ``int32``); that is exact for any index a graph can use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import jax_ops, jax_patterns
+from .errors import ExportError
+from .ir import Graph, Node, ValueType, dtype_name
+from .passes import clean_up
+
+#: Constant-folding limit: a fold whose result has more elements than this (and more
+#: than its largest input) is lowered as ops instead, so ``zeros((B, H))`` does not
+#: become a large constant.
+FOLD_LIMIT = 4096
+
+#: Most iterations a ``while`` loop may unroll to.
+MAX_UNROLL = 100_000
+
+#: Call-like primitives whose body is inlined, with the parameter holding the body.
+_CALLS = {
+    "pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
+    "custom_vjp_call_jaxpr": "fun_jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr",
+    "remat2": "jaxpr", "custom_lin": None,
+}
+
+
+def graph_dtype(dtype) -> str:
+    """The rml-graph dtype of a JAX/NumPy dtype: every integer type is ``I64``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return "I64"
+    return dtype_name(dtype)
+
+
+def widen(array: np.ndarray) -> np.ndarray:
+    """``array`` as the graph stores it (integers as ``int64``)."""
+    array = np.asarray(array)
+    if array.dtype.kind in "iu" and array.dtype != np.int64:
+        return array.astype(np.int64)
+    return array
+
+
+def _key_name(entry) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(entry, attr):
+            return str(getattr(entry, attr))
+    return str(entry)
+
+
+def _path_name(path) -> str:
+    return ".".join(_key_name(e) for e in path)
+
+
+def location(eqn) -> str | None:
+    """The user source line JAX recorded for ``eqn`` (``file.py:42 (fn)``), if any."""
+    try:
+        from jax._src import source_info_util
+
+        text = source_info_util.summarize(eqn.source_info)
+    except Exception:  # noqa: BLE001 - a private API; a location is only a nicety
+        return None
+    return text or None
+
+
+class Lowering:
+    """Walks jaxpr equations, appending rml-graph nodes to :attr:`graph`.
+
+    Every jaxpr variable maps to a graph value name. :attr:`known` holds the contents of
+    the values that are constant and independent of ``params`` (they may be folded with
+    JAX); :attr:`derived` maps a constant made from a parameter by a layout change
+    (a transposed kernel) to that parameter's name, so it can take the name over when the
+    original is no longer used.
+    """
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.known: dict[str, np.ndarray] = {}
+        self.derived: dict[str, str] = {}
+        self.eqn = None
+
+    # -- values -------------------------------------------------------------------------
+
+    def shape(self, value: str) -> list[int]:
+        """The fixed shape of a graph value."""
+        return list(self.graph.types[value].shape)
+
+    def dtype(self, value: str) -> str:
+        """The rml-graph dtype of a graph value."""
+        return self.graph.types[value].dtype
+
+    def constant(self, array, hint: str = "const") -> str:
+        """A known constant (not from ``params``); ``array`` keeps JAX's dtype for folding."""
+        array = np.asarray(array)
+        name = self.graph.add_constant(widen(array), hint)
+        self.known[name] = array
+        return name
+
+    def scalar(self, value, like: str) -> str:
+        """A rank-0 constant of ``value`` with the dtype of graph value ``like``."""
+        dtypes = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64,
+                  "BOOL": np.bool_}
+        return self.constant(np.asarray(value, dtypes.get(self.dtype(like), np.float32)))
+
+    def emit(self, op: str, inputs: list[str], attrs: dict | None, shape, dtype: str,
+             hint: str | None = None) -> str:
+        """Append one single-output node whose output has ``shape`` and ``dtype``."""
+        (out,) = self.graph.add_node(op, inputs, attrs, outputs=[hint or op],
+                                     types=[ValueType(dtype, list(shape))])
+        return out
+
+    def layout(self, op: str, x: str, attrs: dict, shape) -> str:
+        """A layout op (transpose, reshape, …). On a known constant, and for a transpose
+        of a parameter (a kernel in another layout), it is evaluated right away, remembering
+        which parameter the result came from; other parameter reshapes stay nodes so the
+        patterns can still see the bias they broadcast."""
+        if x in self.known or (op == "transpose" and x in self.graph.constants):
+            array = self.graph.constants[x]
+            if op == "transpose":
+                result = np.transpose(array, attrs["perm"])
+            else:
+                result = array.reshape(shape)
+            root = self.derived.get(x, x)
+            name = self.graph.add_constant(result, root)
+            if x in self.known:
+                self.known[name] = np.transpose(self.known[x], attrs["perm"]) \
+                    if op == "transpose" else self.known[x].reshape(shape)
+            else:
+                self.derived[name] = root
+            return name
+        return self.emit(op, [x], attrs, shape, self.dtype(x))
+
+    def error(self, reason: str, op: str | None = None) -> ExportError:
+        """An :class:`ExportError` for the equation being lowered."""
+        eqn = self.eqn
+        name = op or (eqn.primitive.name if eqn is not None else "?")
+        return ExportError("jax", name, reason, location(eqn) if eqn is not None else None)
+
+    # -- walking ------------------------------------------------------------------------
+
+    def read(self, env: dict, atom) -> str:
+        """The graph value of a jaxpr atom (a literal becomes a known constant)."""
+        from jax.extend.core import Literal
+
+        if isinstance(atom, Literal):
+            return self.constant(np.asarray(atom.val, dtype=atom.aval.dtype))
+        return env[atom]
+
+    def run(self, jaxpr, consts: list, args: list[str]) -> list[str]:
+        """Lower an open jaxpr with ``consts`` (arrays or value names) and ``args``."""
+        env: dict = {}
+        for var, value in zip(jaxpr.constvars, consts):
+            env[var] = value if isinstance(value, str) else self.constant(value, "jaxpr_const")
+        for var, value in zip(jaxpr.invars, args):
+            env[var] = value
+        for eqn in jaxpr.eqns:
+            ins = [self.read(env, a) for a in eqn.invars]
+            outs = self.equation(eqn, ins)
+            for var, value in zip(eqn.outvars, outs):
+                env[var] = value
+        return [self.read(env, a) for a in jaxpr.outvars]
+
+    def run_closed(self, closed, args: list[str]) -> list[str]:
+        """Lower a ``ClosedJaxpr`` (or an open one without consts) on ``args``."""
+        if hasattr(closed, "jaxpr") and hasattr(closed, "consts"):
+            return self.run(closed.jaxpr, list(closed.consts), args)
+        return self.run(closed, [], args)
+
+    def equation(self, eqn, ins: list[str]) -> list[str]:
+        """Lower one equation: inline, unroll, fold or hand to :mod:`jax_ops`."""
+        name = eqn.primitive.name
+        self.eqn = eqn
+        if name in _CALLS:
+            body = eqn.params.get(_CALLS[name]) if _CALLS[name] else None
+            if body is None:
+                raise self.error("the call has no body to inline")
+            if name == "custom_jvp_call" or name.startswith("custom_vjp"):
+                ins = ins[: len(body.jaxpr.invars if hasattr(body, "jaxpr") else body.invars)]
+            return self.run_closed(body, ins)
+        if name in ("scan", "while", "cond"):
+            return getattr(self, f"_{name}")(eqn, ins)
+        folded = self.fold(eqn, ins)
+        if folded is not None:
+            return folded
+        lower = jax_ops.LOWERINGS.get(name)
+        if lower is None:
+            raise self.error("rml-graph has no equivalent of this JAX primitive")
+        self.eqn = eqn
+        outs = lower(self, eqn, ins)
+        return outs if isinstance(outs, list) else [outs]
+
+    def fold(self, eqn, ins: list[str]) -> list[str] | None:
+        """Evaluate ``eqn`` with JAX when every input is a known constant and the result is
+        small; ``None`` when it must be lowered instead."""
+        if not all(v in self.known for v in ins) or eqn.primitive.name in jax_ops.NO_FOLD:
+            return None
+        sizes = [self.known[v].size for v in ins]
+        out_size = sum(int(np.prod(v.aval.shape)) for v in eqn.outvars)
+        if out_size > max([FOLD_LIMIT, *sizes]):
+            return None
+        import jax
+
+        with jax.ensure_compile_time_eval():
+            result = eqn.primitive.bind(*[self.known[v] for v in ins], **eqn.params)
+        results = result if eqn.primitive.multiple_results else [result]
+        return [self.constant(np.asarray(r), eqn.primitive.name) for r in results]
+
+    # -- control flow -------------------------------------------------------------------
+
+    def _scan(self, eqn, ins: list[str]) -> list[str]:
+        p = eqn.params
+        length = p["length"]
+        if "num_consts" in p:
+            n_consts, n_carry = p["num_consts"], p["num_carry"]
+        else:  # newer JAX: the flat-tree layout of (consts, carry, xs)
+            consts_tree, carry_tree, _ = p["ft_in"].unpack()
+            n_consts, n_carry = len(consts_tree), len(carry_tree)
+        consts, carry, xs = ins[:n_consts], ins[n_consts:n_consts + n_carry], ins[n_consts + n_carry:]
+        steps = range(length - 1, -1, -1) if p["reverse"] else range(length)
+        ys_per_step: dict[int, list[str]] = {}
+        for i in steps:
+            x_i = [jax_ops.index_axis0(self, x, i) for x in xs]
+            self.eqn = eqn
+            outs = self.run_closed(p["jaxpr"], consts + carry + x_i)
+            carry, ys_per_step[i] = outs[:n_carry], outs[n_carry:]
+        self.eqn = eqn
+        stacked = []
+        for k, var in enumerate(eqn.outvars[n_carry:]):
+            parts = [ys_per_step[i][k] for i in range(length)]
+            stacked.append(jax_ops.stack(self, parts, list(var.aval.shape)))
+        return carry + stacked
+
+    def _while(self, eqn, ins: list[str]) -> list[str]:
+        p = eqn.params
+        cn, bn = p["cond_nconsts"], p["body_nconsts"]
+        cond_consts, body_consts, carry = ins[:cn], ins[cn:cn + bn], ins[cn + bn:]
+        for _ in range(MAX_UNROLL):
+            (pred,) = self.run_closed(p["cond_jaxpr"], cond_consts + carry)
+            self.eqn = eqn
+            if pred not in self.known:
+                raise self.error("the loop condition depends on the inputs: only loops with "
+                                 "a trip count known while tracing can be unrolled")
+            if not bool(self.known[pred]):
+                return carry
+            carry = self.run_closed(p["body_jaxpr"], body_consts + carry)
+        raise self.error(f"the loop runs more than {MAX_UNROLL} iterations")
+
+    def _cond(self, eqn, ins: list[str]) -> list[str]:
+        index, operands = ins[0], ins[1:]
+        if index not in self.known:
+            raise self.error("the branch taken depends on the inputs (rml-graph has no "
+                             "control flow)")
+        branches = eqn.params["branches"]
+        k = int(np.clip(int(self.known[index]), 0, len(branches) - 1))
+        return self.run_closed(branches[k], operands)
+
+
+def _rename_derived(lowering: Lowering) -> None:
+    """A constant made from a parameter (a transposed or flipped kernel) takes the
+    parameter's name when it is the only one left."""
+    graph = lowering.graph
+    by_root: dict[str, list[str]] = {}
+    for name, root in lowering.derived.items():
+        if name in graph.constants:
+            by_root.setdefault(root, []).append(name)
+    mapping = {}
+    for root, names in by_root.items():
+        if root not in graph.constants and len(names) == 1:
+            mapping[names[0]] = root
+    if not mapping:
+        return
+    graph.constants = {mapping.get(k, k): v for k, v in graph.constants.items()}
+    for old, new in mapping.items():
+        graph.types[new] = graph.types[old]
+    graph.rename_uses(mapping)
+
+
+def export(fn, params, example_inputs, *, symbols=None) -> Graph:
+    """Export ``fn(params, **example_inputs)`` as an rml-graph.
+
+    ``params`` is a pytree (nested dicts) of arrays; every leaf becomes a constant named
+    by its key path joined with ``"."``. ``example_inputs`` maps input names to arrays
+    that fix the traced shapes. Outputs: one array -> ``"y"``; a dict -> its keys in
+    insertion order; a tuple or list -> ``"y0"``, ``"y1"``, …
+    """
+    import jax
+
+    if symbols:
+        raise ExportError("jax", "symbols", "symbolic (dynamic) input dims are not supported "
+                          "by the JAX route yet; export with the shapes to run")
+    inputs = {k: np.asarray(v) for k, v in example_inputs.items()}
+    layout: dict = {}
+
+    def traced(p, kw):
+        out = fn(p, **kw)
+        if isinstance(out, dict):
+            layout["names"] = list(out.keys())
+        return out
+
+    closed, out_shape = jax.make_jaxpr(traced, return_shape=True)(params, inputs)
+    param_leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+    input_leaves = jax.tree_util.tree_flatten_with_path(inputs)[0]
+    if len(param_leaves) + len(input_leaves) != len(closed.jaxpr.invars):
+        raise ExportError("jax", "make_jaxpr", "the traced function's inputs do not match "
+                          "the params and example inputs")
+
+    graph = Graph(metadata={"producer": "rml-export 0.1", "framework": "jax"})
+    lowering = Lowering(graph)
+    args = []
+    for path, leaf in param_leaves:
+        args.append(graph.add_constant(np.asarray(leaf), _path_name(path)))
+    for (path, _), var in zip(input_leaves, closed.jaxpr.invars[len(param_leaves):]):
+        name = _key_name(path[0])
+        graph.add_input(name, graph_dtype(var.aval.dtype), list(var.aval.shape))
+        args.append(name)
+
+    out_leaves = jax.tree_util.tree_flatten_with_path(out_shape)[0]
+    if isinstance(out_shape, dict):
+        names_by_key = {_key_name(p[0]): p for p, _ in out_leaves}
+        order = [names_by_key[k] for k in layout.get("names", names_by_key)]
+        position = {p: i for i, (p, _) in enumerate(out_leaves)}
+        out_names = [(_key_name(p[0]), position[p]) for p in order]
+    elif len(out_leaves) == 1 and not isinstance(out_shape, (tuple, list)):
+        out_names = [("y", 0)]
+    else:
+        out_names = [(f"y{i}", i) for i in range(len(out_leaves))]
+    for name, _ in out_names:
+        if graph.fresh_name(name) != name:
+            raise ExportError("jax", "outputs", f"output name {name!r} is already an input "
+                              "or parameter name")
+
+    values = lowering.run(closed.jaxpr, list(closed.consts), args)
+    for name, index in out_names:
+        aval = closed.jaxpr.outvars[index].aval
+        vtype = ValueType(graph_dtype(aval.dtype), list(aval.shape))
+        graph.nodes.append(Node("identity", [values[index]], [name]))
+        graph.types[name] = vtype
+        graph.outputs.append(name)
+    jax_patterns.fuse(graph)
+    clean_up(graph)
+    _rename_derived(lowering)
+    return graph
