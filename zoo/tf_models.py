@@ -1,0 +1,189 @@
+"""The zoo's models in TensorFlow: ``functional``'s bodies in a ``tf.Module``.
+
+``build(name, size)`` returns a ``tf.Module`` called as ``module(**inputs)``; it holds
+one ``tf.Variable`` per weight, named by the weight's PyTorch name. Linear weights keep
+PyTorch's ``[out, in]`` (``tf.matmul(..., transpose_b=True)``); convolution kernels are
+stored in TensorFlow's layouts (``HWIO``; ``[kh, kw, out, in]`` for transposed ones).
+Images stay NCHW between layers; each convolution, pooling and resize transposes to
+NHWC and back (TensorFlow's CPU kernels are NHWC only), transposes an exporter's
+clean-up passes cancel where they meet. Padding is explicit, as PyTorch's.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from . import functional, shared
+from .models import EPS, config
+from .weights import weights
+
+_TO_NHWC, _TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
+
+
+def _pads(pad):
+    return "VALID" if pad == 0 else [[0, 0], [pad, pad], [pad, pad], [0, 0]]
+
+
+class TfOps:
+    """The array backend ``functional`` runs on."""
+
+    relu = staticmethod(tf.nn.relu)
+    silu = staticmethod(tf.nn.silu)
+    sigmoid = staticmethod(tf.math.sigmoid)
+    tanh = staticmethod(tf.math.tanh)
+    exp = staticmethod(tf.math.exp)
+    sqrt = staticmethod(tf.math.sqrt)
+    sin = staticmethod(tf.math.sin)
+    cos = staticmethod(tf.math.cos)
+    matmul = staticmethod(tf.linalg.matmul)
+    transpose = staticmethod(tf.transpose)
+    reshape = staticmethod(tf.reshape)
+    broadcast_to = staticmethod(tf.broadcast_to)
+    const = staticmethod(tf.constant)
+    zeros = staticmethod(tf.zeros)
+
+    @staticmethod
+    def shape(x):
+        return tuple(x.shape.as_list())
+
+    @staticmethod
+    def where(cond, a, b):
+        dtype = (b if isinstance(a, float) else a).dtype
+        return tf.where(cond, tf.cast(a, dtype), tf.cast(b, dtype))
+
+    @staticmethod
+    def gelu(x):
+        return tf.nn.gelu(x, approximate=False)
+
+    @staticmethod
+    def softmax(x, axis):
+        return tf.nn.softmax(x, axis=axis)
+
+    @staticmethod
+    def log_softmax(x, axis):
+        return tf.nn.log_softmax(x, axis=axis)
+
+    @staticmethod
+    def linear(x, w, b=None):
+        y = tf.linalg.matmul(x, w, transpose_b=True)
+        return y if b is None else y + b
+
+    @staticmethod
+    def _normalize(x, axis):
+        mean = tf.reduce_mean(x, axis, keepdims=True)
+        var = tf.reduce_mean(tf.square(x - mean), axis, keepdims=True)
+        return (x - mean) * tf.math.rsqrt(var + EPS)
+
+    @classmethod
+    def layer_norm(cls, x, w, b):
+        return cls._normalize(x, -1) * w + b
+
+    @classmethod
+    def group_norm(cls, x, w, b, groups):
+        n, c, h, wd = x.shape.as_list()
+        y = tf.reshape(cls._normalize(tf.reshape(x, (n, groups, -1)), -1), (n, c, h, wd))
+        return y * w[:, None, None] + b[:, None, None]
+
+    @staticmethod
+    def batch_norm(x, mean, var, w, b):
+        def per_channel(v):
+            return tf.reshape(v, (-1, 1, 1))
+
+        return tf.nn.batch_normalization(x, per_channel(mean), per_channel(var),
+                                         per_channel(b), per_channel(w), EPS)
+
+    @staticmethod
+    def conv2d(x, w, b, stride, pad):
+        y = tf.nn.conv2d(tf.transpose(x, _TO_NHWC), w, stride, _pads(pad)) + b
+        return tf.transpose(y, _TO_NCHW)
+
+    @staticmethod
+    def conv_transpose2d(x, w, b, stride, pad):
+        n, _, h, wd = x.shape.as_list()
+        k, c_out = w.shape[0], w.shape[2]
+        size = [(d - 1) * stride - 2 * pad + k for d in (h, wd)]
+        y = tf.nn.conv2d_transpose(tf.transpose(x, _TO_NHWC), w, [n, *size, c_out], stride,
+                                   _pads(pad)) + b
+        return tf.transpose(y, _TO_NCHW)
+
+    @staticmethod
+    def max_pool2d(x, k):
+        return tf.transpose(tf.nn.max_pool2d(tf.transpose(x, _TO_NHWC), k, k, "VALID"), _TO_NCHW)
+
+    @staticmethod
+    def upsample2x(x):
+        h, w = x.shape.as_list()[2:]
+        y = tf.image.resize(tf.transpose(x, _TO_NHWC), [2 * h, 2 * w], method="nearest")
+        return tf.transpose(y, _TO_NCHW)
+
+    @staticmethod
+    def take(table, ids):
+        return tf.gather(table, ids)
+
+    @staticmethod
+    def concat(xs, axis):
+        return tf.concat(xs, axis)
+
+    @staticmethod
+    def stack(xs, axis):
+        return tf.stack(xs, axis)
+
+    @staticmethod
+    def split(x, n, axis):
+        return tf.split(x, n, axis)
+
+    @staticmethod
+    def sum(x, axis, keepdims=False):
+        return tf.reduce_sum(x, axis, keepdims=keepdims)
+
+    @staticmethod
+    def mean(x, axis, keepdims=False):
+        return tf.reduce_mean(x, axis, keepdims=keepdims)
+
+    @staticmethod
+    def max(x, axis, keepdims=False):
+        return tf.reduce_max(x, axis, keepdims=keepdims)
+
+    @staticmethod
+    def scan(step, init, xs, axis):
+        """``step(carry, x_t) -> (carry, y_t)`` unrolled along ``axis`` in Python."""
+        carry, ys = init, []
+        for x_t in tf.unstack(xs, axis=axis):
+            carry, y = step(carry, x_t)
+            ys.append(y)
+        return tf.stack(ys, axis)
+
+
+def tf_layout(name: str, value: np.ndarray) -> np.ndarray:
+    """A PyTorch-layout weight in the layout the TensorFlow model stores: conv kernels
+    ``[out, in, kh, kw] -> [kh, kw, in, out]``, transposed-conv kernels
+    ``[in, out, kh, kw] -> [kh, kw, out, in]`` (both are a transpose by (2, 3, 1, 0));
+    everything else unchanged."""
+    return value.transpose(2, 3, 1, 0) if value.ndim == 4 else value
+
+
+class ZooModule(tf.Module):
+    """One zoo model: its variables and the shared functional body."""
+
+    def __init__(self, name: str, size: str):
+        super().__init__(name=name)
+        self.config = config(name, size)
+        self.body = functional.MODEL_FUNCTIONS[name]
+        self.weights = {k: tf.Variable(tf_layout(k, v), name=k, trainable=False)
+                        for k, v in weights(name, size).items()}
+
+    def __call__(self, **inputs):
+        inputs = {k: tf.convert_to_tensor(v) for k, v in inputs.items()}
+        return self.body(TfOps, dict(self.weights), self.config, **inputs)
+
+
+def build(name: str, size: str) -> tf.Module:
+    """Model ``name`` at ``size`` as a ``tf.Module`` called as ``module(**inputs)``."""
+    return ZooModule(name, size)
+
+
+def run(name: str, size: str, inputs: dict) -> dict:
+    """Runs ``build(name, size)`` (as a ``tf.function``) on NumPy inputs; outputs by
+    export name."""
+    module = build(name, size)
+    out = tf.function(module.__call__)(**inputs)
+    return shared.named_outputs(out, lambda t: t.numpy())
