@@ -321,6 +321,15 @@ def _pad(lw, eqn, ins):
     return slice_(lw, x, starts, ends)
 
 
+def _rev(lw, eqn, ins):
+    shape, _ = _out(eqn)
+    axes = [int(a) for a in eqn.params["dimensions"]]
+    starts = [-1 if a in axes else 0 for a in range(len(shape))]
+    ends = [-(2**63) if a in axes else d for a, d in enumerate(shape)]
+    steps = [-1 if a in axes else 1 for a in range(len(shape))]
+    return slice_(lw, ins[0], starts, ends, steps, shape)
+
+
 def _iota(lw, eqn, ins):
     import jax
 
@@ -539,6 +548,6 @@ LOWERINGS = {
     "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape, "squeeze": _squeeze,
     "transpose": _transpose, "concatenate": _concatenate, "split": _split,
     "slice": _slice, "dynamic_slice": _dynamic_slice,
-    "dynamic_update_slice": _dynamic_update_slice, "pad": _pad, "iota": _iota,
+    "dynamic_update_slice": _dynamic_update_slice, "pad": _pad, "iota": _iota, "rev": _rev,
     "gather": _gather, "dot_general": _dot_general, "conv_general_dilated": _conv,
 }

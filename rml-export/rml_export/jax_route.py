@@ -67,15 +67,31 @@ def _path_name(path) -> str:
     return ".".join(_key_name(e) for e in path)
 
 
-def location(eqn) -> str | None:
-    """The user source line JAX recorded for ``eqn`` (``file.py:42 (fn)``), if any."""
-    try:
-        from jax._src import source_info_util
+def _user_frame(eqn) -> str | None:
+    """The innermost frame of ``eqn``'s traceback outside JAX and rml_export."""
+    import os
 
-        text = source_info_util.summarize(eqn.source_info)
-    except Exception:  # noqa: BLE001 - a private API; a location is only a nicety
-        return None
-    return text or None
+    import jax
+
+    skip = (os.path.dirname(jax.__file__), os.path.dirname(__file__))
+    traceback = getattr(eqn.source_info, "traceback", None)
+    for frame in getattr(traceback, "frames", None) or []:
+        if not frame.file_name.startswith(skip):
+            return f"{frame.file_name}:{frame.line_num} ({frame.function_name})"
+    return None
+
+
+def location(eqns) -> str | None:
+    """The user source line JAX recorded for the innermost of ``eqns`` that has one
+    (``model.py:42 (fn)``): an op inside a library call reports the user's call."""
+    for eqn in reversed(eqns):
+        try:
+            found = _user_frame(eqn)
+        except Exception:  # noqa: BLE001 - JAX internals; a location is only a nicety
+            found = None
+        if found:
+            return found
+    return None
 
 
 class Lowering:
@@ -93,6 +109,7 @@ class Lowering:
         self.known: dict[str, np.ndarray] = {}
         self.derived: dict[str, str] = {}
         self.eqn = None
+        self.calls: list = []
 
     # -- values -------------------------------------------------------------------------
 
@@ -149,7 +166,8 @@ class Lowering:
         """An :class:`ExportError` for the equation being lowered."""
         eqn = self.eqn
         name = op or (eqn.primitive.name if eqn is not None else "?")
-        return ExportError("jax", name, reason, location(eqn) if eqn is not None else None)
+        where = location([*self.calls, eqn] if eqn is not None else self.calls)
+        return ExportError("jax", name, reason, where)
 
     # -- walking ------------------------------------------------------------------------
 
@@ -191,9 +209,17 @@ class Lowering:
                 raise self.error("the call has no body to inline")
             if name == "custom_jvp_call" or name.startswith("custom_vjp"):
                 ins = ins[: len(body.jaxpr.invars if hasattr(body, "jaxpr") else body.invars)]
-            return self.run_closed(body, ins)
+            self.calls.append(eqn)
+            try:
+                return self.run_closed(body, ins)
+            finally:
+                self.calls.pop()
         if name in ("scan", "while", "cond"):
-            return getattr(self, f"_{name}")(eqn, ins)
+            self.calls.append(eqn)
+            try:
+                return getattr(self, f"_{name}")(eqn, ins)
+            finally:
+                self.calls.pop()
         folded = self.fold(eqn, ins)
         if folded is not None:
             return folded
