@@ -330,6 +330,47 @@ def _rev(lw, eqn, ins):
     return slice_(lw, ins[0], starts, ends, steps, shape)
 
 
+def _stack(lw, eqn, ins):
+    shape, dtype = _out(eqn)
+    axis = int(eqn.params["axis"])
+    rows = [reshape_to(lw, v, shape[:axis] + [1] + shape[axis + 1:]) for v in ins]
+    if len(rows) == 1:
+        return rows[0]
+    return lw.emit("concat", rows, {"axis": axis}, shape, dtype, "stack")
+
+
+def _max_pool(lw, eqn, ins):
+    p = eqn.params
+    shape, dtype = _out(eqn)
+    rank = len(shape)
+    window = [int(w) for w in p["window_dimensions"]]
+    strides = [int(s) for s in p["window_strides"]]
+    pads = [[int(a), int(b)] for a, b in p["padding"]]
+    dilation = [int(d) for d in p["window_dilation"]]
+    if any(int(d) != 1 for d in p["base_dilation"]):
+        raise lw.error("a pooling window over a dilated input is not supported")
+    spatial = [a for a in range(rank)
+               if (window[a], strides[a], pads[a], dilation[a]) != (1, 1, [0, 0], 1)]
+    if rank == 4 and set(spatial) <= {1, 2}:  # NHWC: pool in NCHW between transposes
+        x = transpose(lw, ins[0], [0, 3, 1, 2])
+        perm, back = [0, 3, 1, 2], [0, 2, 3, 1]
+    elif rank in (3, 4) and set(spatial) <= set(range(2, rank)):
+        x, perm, back = ins[0], list(range(rank)), None
+    else:
+        raise lw.error("only pooling over the trailing (NCHW / NCL) or the middle (NHWC) "
+                       "axes is supported")
+    w, s, d = ([v[a] for a in perm[2:]] for v in (window, strides, dilation))
+    pad = [pads[a] for a in perm[2:]]
+    pooled_shape = [shape[a] for a in perm]
+    if rank == 4:
+        attrs = {"kernel": w, "stride": s, "padding": pad, "dilation": d}
+        y = lw.emit("max_pool2d", [x], attrs, pooled_shape, dtype)
+    else:
+        attrs = {"kernel": w[0], "stride": s[0], "padding": pad[0], "dilation": d[0]}
+        y = lw.emit("max_pool1d", [x], attrs, pooled_shape, dtype)
+    return transpose(lw, y, back) if back else y
+
+
 def _iota(lw, eqn, ins):
     import jax
 
@@ -549,5 +590,6 @@ LOWERINGS = {
     "transpose": _transpose, "concatenate": _concatenate, "split": _split,
     "slice": _slice, "dynamic_slice": _dynamic_slice,
     "dynamic_update_slice": _dynamic_update_slice, "pad": _pad, "iota": _iota, "rev": _rev,
+    "stack": _stack, "reduce_window_max": _max_pool,
     "gather": _gather, "dot_general": _dot_general, "conv_general_dilated": _conv,
 }
