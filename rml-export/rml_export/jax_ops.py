@@ -324,6 +324,8 @@ def _pad(lw, eqn, ins):
 def _rev(lw, eqn, ins):
     shape, _ = _out(eqn)
     axes = [int(a) for a in eqn.params["dimensions"]]
+    if ins[0] in lw.graph.constants:  # a kernel flipped for a transposed convolution
+        return lw.derive(ins[0], np.flip(lw.graph.constants[ins[0]], axes))
     starts = [-1 if a in axes else 0 for a in range(len(shape))]
     ends = [-(2**63) if a in axes else d for a, d in enumerate(shape)]
     steps = [-1 if a in axes else 1 for a in range(len(shape))]
@@ -540,10 +542,8 @@ def _transposed_kernel(lw, w: str, pads, dilation, stride):
     nd = len(wshape) - 2
     swapped = transpose(lw, w, [1, 0] + list(range(2, 2 + nd)))
     if swapped in lw.graph.constants:
-        flipped = np.flip(lw.graph.constants[swapped], axis=tuple(range(2, 2 + nd)))
-        root = lw.derived.get(swapped, swapped)
-        kernel = lw.graph.add_constant(flipped.copy(), root)
-        lw.derived[kernel] = root
+        kernel = lw.derive(swapped, np.flip(lw.graph.constants[swapped],
+                                            axis=tuple(range(2, 2 + nd))))
     else:
         s = lw.shape(swapped)
         kernel = slice_(lw, swapped, [0, 0] + [-1] * nd, s[:2] + [-(2**63)] * nd,

@@ -422,8 +422,67 @@ def _group_affine(view: _View, node: Node) -> bool:
     return False
 
 
-_REWRITES = (_softmax, _layer_norm, _norm_affine, _group_norm, _group_affine, _linear_bias,
-             _gelu, _silu)
+def _channel_constant(view: _View, value: str, channels: int) -> str | None:
+    """The ``[C]`` constant that ``value`` reshapes to ``[C, 1, …]`` (per channel)."""
+    src = view.node(value, "reshape")
+    if src is None or _strip_ones(view.shape(value))[:1] != [channels]:
+        return None
+    if any(d != 1 for d in _strip_ones(view.shape(value))[1:]):
+        return None
+    return _constant_of_shape(view, src.inputs[0], [channels])
+
+
+def _batch_norm(view: _View, node: Node) -> bool:
+    """``(x - mean) * (w * rsqrt(var + eps)) + b``, per channel with the running
+    statistics as constants -> ``batch_norm``."""
+    if node.op != "add":
+        return False
+    for a, b in (node.inputs, node.inputs[::-1]):
+        scaled = view.node(a, "mul")
+        xs = view.shape(a)
+        if scaled is None or xs is None or len(xs) < 3 or not view.single_use(a):
+            continue
+        bias = _channel_constant(view, b, xs[1])
+        centred, factor = _pair(view, scaled, "sub", lambda v: view.node(v, "reshape"))
+        if bias is None or centred is None:
+            continue
+        x, mean = centred.inputs[0], _channel_constant(view, centred.inputs[1], xs[1])
+        scale = view.node(view.node(factor, "reshape").inputs[0], "mul")
+        if mean is None or scale is None or view.shape(x) != xs:
+            continue
+        root, weight = _pair(view, scale, "rsqrt", lambda v: v in view.graph.constants)
+        plus = view.node(root.inputs[0], "add") if root is not None else None
+        if plus is None:
+            continue
+        var, eps = _ordered_by_scalar(view, plus)[::-1]
+        eps = view.scalar(eps)
+        if eps is None or _constant_of_shape(view, var, [xs[1]]) is None:
+            continue
+        if _constant_of_shape(view, weight, [xs[1]]) is None:
+            continue
+        view.replace(node, "batch_norm", [x, mean, var, weight, bias], {"epsilon": eps})
+        return True
+    return False
+
+
+def _reduce_mean(view: _View, node: Node) -> bool:
+    """``reduce_sum(x, axes) / n`` (``n`` the reduced count) -> ``reduce_mean``."""
+    if node.op != "div":
+        return False
+    total = view.node(node.inputs[0], "reduce_sum")
+    if total is None or not view.single_use(node.inputs[0]):
+        return False
+    x = total.inputs[0]
+    n = int(np.prod([view.shape(x)[a] for a in _axes(view, total)]))
+    if not _close(view.scalar(node.inputs[1]), n) or view.shape(node.outputs[0]) != view.shape(
+            total.outputs[0]):
+        return False
+    view.replace(node, "reduce_mean", [x], total.attrs)
+    return True
+
+
+_REWRITES = (_batch_norm, _softmax, _layer_norm, _norm_affine, _group_norm, _group_affine, _linear_bias,
+             _gelu, _silu, _reduce_mean)
 
 
 def fuse(graph: Graph, max_rounds: int = 50) -> Graph:

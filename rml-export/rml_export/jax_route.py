@@ -147,20 +147,24 @@ class Lowering:
         which parameter the result came from; other parameter reshapes stay nodes so the
         patterns can still see the bias they broadcast."""
         if x in self.known or (op == "transpose" and x in self.graph.constants):
-            array = self.graph.constants[x]
             if op == "transpose":
-                result = np.transpose(array, attrs["perm"])
-            else:
-                result = array.reshape(shape)
-            root = self.derived.get(x, x)
-            name = self.graph.add_constant(result, root)
-            if x in self.known:
-                self.known[name] = np.transpose(self.known[x], attrs["perm"]) \
-                    if op == "transpose" else self.known[x].reshape(shape)
-            else:
-                self.derived[name] = root
-            return name
+                return self.derive(x, np.transpose(self.constant_value(x), attrs["perm"]))
+            return self.derive(x, self.constant_value(x).reshape(shape))
         return self.emit(op, [x], attrs, shape, self.dtype(x))
+
+    def constant_value(self, x: str) -> np.ndarray:
+        """A constant's contents (JAX's dtype for a known one)."""
+        return self.known[x] if x in self.known else self.graph.constants[x]
+
+    def derive(self, x: str, array: np.ndarray) -> str:
+        """A new constant computed from constant ``x`` by a layout change: known when
+        ``x`` is, else remembered as derived from ``x``'s parameter."""
+        if x in self.known:
+            return self.constant(array, "const")
+        root = self.derived.get(x, x)
+        name = self.graph.add_constant(np.ascontiguousarray(array), root)
+        self.derived[name] = root
+        return name
 
     def error(self, reason: str, op: str | None = None) -> ExportError:
         """An :class:`ExportError` for the equation being lowered."""

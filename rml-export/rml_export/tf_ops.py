@@ -191,6 +191,11 @@ def _leaky_relu(L, op) -> None:
     L.emit(op, "leaky_relu", [L.value(op.inputs[0])], {"alpha": float(op.get_attr("alpha"))})
 
 
+def _erfc(L, op) -> None:
+    e = L.tmp(op, "erf", [L.value(op.inputs[0])])
+    L.emit(op, "sub", [_scalar(L, 1.0, op.inputs[0]), e])
+
+
 def _square(L, op) -> None:
     x = L.value(op.inputs[0])
     L.emit(op, "mul", [x, x])
@@ -605,6 +610,7 @@ LOWERINGS = {
     "BiasAdd": _bias_add,
     "Relu6": _relu6,
     "LeakyRelu": _leaky_relu,
+    "Erfc": _erfc,
     "Square": _square,
     "SquaredDifference": _squared_difference,
     "Reciprocal": _reciprocal,

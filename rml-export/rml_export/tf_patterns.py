@@ -1,5 +1,521 @@
-"""Rewrites of the TF route's graph before the shared clean-up (placeholder)."""
+"""Rewrites of the TF route's graph: recover high-level ops TF decomposes, and sink the
+NHWC <-> NCHW transposes so the shared passes cancel them.
+
+Run by :func:`run` between two rounds of the shared clean-up. Each rewrite replaces a
+node in place (its output name is kept), so graph outputs never change name; what the
+replaced nodes leave unused is removed by the shared ``dead_code`` pass.
+
+- ``cse``: identical nodes (same op, inputs and attributes) computed once.
+- ``linear_bias``: ``add(linear(x, w), b)`` -> ``linear(x, w, b)``; likewise a
+  convolution followed by a per-channel add.
+- ``gelu`` / ``gelu_tanh`` / ``silu``: TF's ``0.5·x·erfc(−x/√2)``, the tanh form and
+  ``x·sigmoid(x)``.
+- ``layer_norm``: ``tf.nn.moments`` + ``(x − mean)·rsqrt(var + ε)·γ + β`` and the
+  ``tf.nn.batch_normalization`` form over trailing axes.
+- ``softmax_axis``: ``transpose → softmax → transpose back`` -> ``softmax(axis)``.
+- ``sink_transposes``: a transpose feeding an elementwise op, a reduction, ``pad`` or
+  ``concat`` is moved after it (constants are permuted instead), so the NHWC wrappers
+  of consecutive convolutions meet and cancel.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .ir import Graph, Node, ValueType
+from .passes import clean_up
+
+UNARY = {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "sin", "cos",
+         "softplus", "erf", "leaky_relu", "elu", "gelu", "gelu_tanh", "silu", "clip"}
+BINARY = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"}
+REDUCE = {"reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod"}
+CONV = {"conv2d", "conv_transpose2d"}
 
 
-def run(graph) -> None:
-    """Apply the TF-specific rewrites to ``graph`` in place."""
+def run(graph: Graph) -> None:
+    """Apply the rewrites until none applies (cleaning up in between)."""
+    clean_up(graph)
+    for _ in range(20):
+        changed = False
+        for rewrite in (cse, linear_bias, gelu, silu, layer_norm, softmax_axis,
+                        sink_transposes):
+            changed |= rewrite(graph)
+        if not changed:
+            break
+        clean_up(graph)
+
+
+class _View:
+    """Producers and use counts of a graph, rebuilt for every rewrite."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.prod = graph.producers()
+        self.uses = {v: len(u) for v, u in graph.users().items()}
+        for v in graph.outputs:
+            self.uses[v] = self.uses.get(v, 0) + 1
+
+    def node(self, value: str, op: str | set, single_use: bool = False) -> Node | None:
+        """The producer of ``value`` when it is ``op`` (and, if asked, read only once)."""
+        node = self.prod.get(value)
+        ops = {op} if isinstance(op, str) else op
+        if node is None or node.op not in ops or len(node.outputs) != 1:
+            return None
+        if single_use and self.uses.get(value, 0) != 1:
+            return None
+        return node
+
+    def scalar(self, value: str) -> float | None:
+        """The value of a one-element float constant."""
+        array = self.graph.constants.get(value)
+        if array is None or array.size != 1 or array.dtype.kind != "f":
+            return None
+        return float(array.reshape(()))
+
+    def shape(self, value: str):
+        vtype = self.graph.types.get(value)
+        return None if vtype is None else vtype.shape
+
+
+def _replace(node: Node, op: str, inputs: list[str], attrs: dict | None = None) -> None:
+    node.op, node.inputs, node.attrs = op, list(inputs), dict(attrs or {})
+
+
+def _close(a: float | None, b: float, tol: float = 1e-6) -> bool:
+    return a is not None and abs(a - b) <= tol * max(1.0, abs(b))
+
+
+def _pairs(node: Node):
+    """Both orders of a commutative node's two inputs."""
+    a, b = node.inputs
+    return ((a, b), (b, a))
+
+
+def cse(graph: Graph) -> bool:
+    """Compute identical nodes once."""
+    seen: dict[tuple, Node] = {}
+    mapping: dict[str, str] = {}
+    for node in graph.nodes:
+        inputs = [mapping.get(v, v) for v in node.inputs]
+        node.inputs = inputs
+        key = (node.op, tuple(inputs), json.dumps(node.attrs, sort_keys=True), len(node.outputs))
+        first = seen.get(key)
+        if first is None or any(v in graph.outputs for v in node.outputs):
+            seen.setdefault(key, node)
+            continue
+        mapping.update(zip(node.outputs, first.outputs))
+    graph.rename_uses(mapping)
+    return bool(mapping)
+
+
+def linear_bias(graph: Graph) -> bool:
+    """``add(linear(x, w), b[M])`` -> ``linear(x, w, b)``; ``add(conv(x, w), b[1, C, 1, 1])``
+    -> ``conv(x, w, b)``."""
+    v = _View(graph)
+    changed = False
+    for node in graph.nodes:
+        if node.op != "add":
+            continue
+        for a, b in _pairs(node):
+            bias = graph.constants.get(b)
+            lin = v.node(a, {"linear"} | CONV, single_use=True)
+            if bias is None or lin is None or len(lin.inputs) > 2 or v.uses.get(b) != 1:
+                continue
+            if lin.op == "linear":
+                ok = bias.ndim == 1 and bias.shape[0] == graph.constants.get(
+                    lin.inputs[1], np.zeros((0, 0))).shape[0]
+            else:
+                out = v.shape(a)
+                ok = (bias.ndim in (3, 4) and out is not None and isinstance(out[1], int)
+                      and bias.shape[-3:] == (out[1], 1, 1) and bias.size == out[1])
+                if ok:
+                    graph.constants[b] = np.ascontiguousarray(bias.reshape(-1))
+                    graph.types[b] = ValueType(graph.types[b].dtype, [int(bias.size)])
+            if ok:
+                _replace(node, lin.op, lin.inputs + [b], lin.attrs)
+                changed = True
+                break
+    return changed
+
+
+def gelu(graph: Graph) -> bool:
+    """``0.5·x·(1 ± erf(±x/√2))`` -> ``gelu``; the tanh form -> ``gelu_tanh``."""
+    v = _View(graph)
+    changed = False
+    for node in graph.nodes:
+        if node.op != "mul":
+            continue
+        for half_x, rest in _pairs(node):
+            x = _times(v, half_x, 0.5)
+            if x is not None and (_erf_term(v, rest, x) or _tanh_term(v, rest, x)):
+                _replace(node, "gelu" if _erf_term(v, rest, x) else "gelu_tanh", [x])
+                changed = True
+                break
+            # x · (0.5·(1 + …))
+            inner = _times(v, rest, 0.5)
+            if inner is not None and (_erf_term(v, inner, half_x)
+                                      or _tanh_term(v, inner, half_x)):
+                op = "gelu" if _erf_term(v, inner, half_x) else "gelu_tanh"
+                _replace(node, op, [half_x])
+                changed = True
+                break
+    return changed
+
+
+def _times(v: _View, value: str, k: float) -> str | None:
+    """``x`` when ``value`` is ``k·x`` (either order)."""
+    node = v.node(value, "mul")
+    if node is None:
+        return None
+    for a, b in _pairs(node):
+        if _close(v.scalar(a), k):
+            return b
+    return None
+
+
+def _scaled(v: _View, value: str, x: str, k: float) -> bool:
+    """Whether ``value`` is ``k·x`` (``mul`` by k or ``div`` by 1/k)."""
+    if _times(v, value, k) == x:
+        return True
+    node = v.node(value, "div")
+    return node is not None and node.inputs[0] == x and _close(v.scalar(node.inputs[1]), 1 / k)
+
+
+def _erf_term(v: _View, value: str, x: str) -> bool:
+    """``1 + erf(x/√2)`` or TF's ``1 − erf(−x/√2)`` (``erfc``)."""
+    r = 1 / np.sqrt(2.0)
+    for op, sign in (("add", 1), ("sub", -1)):
+        node = v.node(value, op)
+        if node is None:
+            continue
+        pairs = _pairs(node) if op == "add" else [tuple(node.inputs)]
+        for one, e in pairs:
+            erf = v.node(e, "erf")
+            if not _close(v.scalar(one), 1.0) or erf is None:
+                continue
+            arg = erf.inputs[0]
+            if sign == 1 and _scaled(v, arg, x, r):
+                return True
+            neg = v.node(arg, "neg")
+            if sign == -1 and neg is not None and _scaled(v, neg.inputs[0], x, r):
+                return True
+            inner = _times(v, arg, r)
+            neg = v.node(inner, "neg") if inner else None
+            if sign == -1 and neg is not None and neg.inputs[0] == x:
+                return True
+    return False
+
+
+def _tanh_term(v: _View, value: str, x: str) -> bool:
+    """``1 + tanh(√(2/π)·(x + 0.044715·x³))``."""
+    node = v.node(value, "add")
+    if node is None:
+        return False
+    for one, t in _pairs(node):
+        tanh = v.node(t, "tanh")
+        if not _close(v.scalar(one), 1.0) or tanh is None:
+            continue
+        inner = _times(v, tanh.inputs[0], float(np.sqrt(2 / np.pi)))
+        add = v.node(inner, "add") if inner else None
+        if add is None:
+            continue
+        for a, cube in _pairs(add):
+            c = _times(v, cube, 0.044715)
+            pw = v.node(c, "pow") if c else None
+            if a == x and pw is not None and pw.inputs[0] == x and _close(
+                    v.scalar(pw.inputs[1]), 3.0):
+                return True
+    return False
+
+
+def silu(graph: Graph) -> bool:
+    """``x·sigmoid(x)`` (or ``sigmoid(1·x)``) -> ``silu``."""
+    v = _View(graph)
+    changed = False
+    for node in graph.nodes:
+        if node.op != "mul":
+            continue
+        for x, s in _pairs(node):
+            sig = v.node(s, "sigmoid")
+            if sig is not None and (sig.inputs[0] == x or _times(v, sig.inputs[0], 1.0) == x):
+                _replace(node, "silu", [x])
+                changed = True
+                break
+    return changed
+
+
+def layer_norm(graph: Graph) -> bool:
+    """``(x − mean)·rsqrt(var + ε)`` over trailing axes -> ``layer_norm``; then a
+    following ``·γ`` and ``+ β`` (constants) become its scale and bias; the
+    ``tf.nn.batch_normalization`` form ``x·inv + (β − mean·inv)`` at once."""
+    v = _View(graph)
+    changed = False
+    for node in graph.nodes:
+        found = None
+        if node.op in ("mul", "div"):
+            found = _normalized(v, node)
+        if found is None and node.op == "add":
+            found = next(filter(None, (_batchnorm_form(v, a, b) for a, b in _pairs(node))),
+                         None)
+        if found is not None:
+            x, axis, eps, scale, bias = found
+            _replace(node, "layer_norm", _norm_inputs(x, scale, bias),
+                     {"axis": axis, "epsilon": eps})
+            changed = True
+        elif node.op in ("mul", "add"):
+            changed |= _absorb_param(v, node)
+    return changed
+
+
+def _norm_inputs(x: str, scale: str | None, bias: str | None) -> list[str]:
+    inputs = [x, scale or "", bias or ""]
+    while not inputs[-1]:
+        inputs.pop()
+    return inputs
+
+
+def _absorb_param(v: _View, node: Node) -> bool:
+    """``layer_norm(x)·γ`` -> ``layer_norm(x, γ)``; ``layer_norm(x, γ?) + β`` -> bias."""
+    for a, p in _pairs(node):
+        ln = v.node(a, "layer_norm", single_use=True)
+        if ln is None or p not in v.graph.constants or v.uses.get(p) != 1:
+            continue
+        x, scale, bias = (ln.inputs + ["", ""])[:3]
+        if bias or (node.op == "mul" and scale):
+            continue
+        axis = ln.attrs.get("axis", -1)
+        if not _param(v, p, x, axis):
+            continue
+        if node.op == "mul":
+            scale = p
+        else:
+            bias = p
+        _replace(node, "layer_norm", _norm_inputs(x, scale, bias), ln.attrs)
+        return True
+    return False
+
+
+def _normalized(v: _View, node: Node):
+    """``(x, axis, eps, None, None)`` when ``node`` is ``(x − mean)·rsqrt(var + ε)`` or
+    ``(x − mean) / sqrt(var + ε)``."""
+    pairs = _pairs(node) if node.op == "mul" else [tuple(node.inputs)]
+    for centered, r in pairs:
+        stats = _stats(v, centered)
+        root = v.node(r, "rsqrt" if node.op == "mul" else "sqrt")
+        add = v.node(root.inputs[0], "add") if root else None
+        if stats is None or add is None:
+            continue
+        x, mean, axis = stats
+        for var, e in _pairs(add):
+            eps = v.scalar(e)
+            if eps is not None and eps > 0 and _is_variance(v, var, x, mean):
+                return x, axis, float(str(np.float32(eps))), None, None
+    return None
+
+
+def _stats(v: _View, centered: str):
+    """``(x, mean, axis)`` when ``centered`` is ``x − reduce_mean(x, trailing axes)``."""
+    sub = v.node(centered, "sub")
+    if sub is None:
+        return None
+    x, mean = sub.inputs
+    red = v.node(mean, "reduce_mean")
+    shape = v.shape(x)
+    if red is None or red.inputs[0] != x or not red.attrs.get("keepdims") or shape is None:
+        return None
+    rank = len(shape)
+    axes = sorted(a % rank for a in red.attrs.get("axes", range(rank)))
+    if axes != list(range(axes[0], rank)):
+        return None
+    return x, mean, axes[0] - rank
+
+
+def _is_variance(v: _View, var: str, x: str, mean: str) -> bool:
+    red = v.node(var, "reduce_mean")
+    sq = v.node(red.inputs[0], "mul") if red else None
+    if sq is None or sq.inputs[0] != sq.inputs[1] or not red.attrs.get("keepdims"):
+        return False
+    d = v.node(sq.inputs[0], "sub")
+    mean_node = v.node(mean, "reduce_mean")
+    return (d is not None and d.inputs == [x, mean]
+            and red.attrs.get("axes") == mean_node.attrs.get("axes"))
+
+
+def _param(v: _View, name: str, x: str, axis: int) -> bool:
+    """Whether constant ``name`` is a layer-norm parameter of ``x.shape[axis:]``; it is
+    reshaped in place (``[1, 1, D]`` -> ``[D]``) when needed."""
+    array = v.graph.constants.get(name)
+    shape = v.shape(x)
+    want = shape[axis:] if shape else None
+    if array is None or want is None or not all(isinstance(d, int) for d in want):
+        return False
+    if list(array.shape) == want:
+        return True
+    if array.size != int(np.prod(want)) or v.uses.get(name) != 1:
+        return False
+    lead = array.shape[: array.ndim - len(want)]
+    if array.ndim < len(want) or any(d != 1 for d in lead) or list(
+            array.shape[array.ndim - len(want):]) != want:
+        return False
+    v.graph.constants[name] = np.ascontiguousarray(array.reshape(want))
+    v.graph.types[name] = ValueType(v.graph.types[name].dtype, list(want))
+    return True
+
+
+def _batchnorm_form(v: _View, a: str, b: str):
+    """``x·inv + (β − mean·inv)`` with ``inv = rsqrt(var + ε)·γ``."""
+    xm = v.node(a, "mul")
+    sub = v.node(b, "sub")
+    if xm is None or sub is None:
+        return None
+    bias, mean_inv = sub.inputs
+    mm = v.node(mean_inv, "mul")
+    if mm is None or bias not in v.graph.constants:
+        return None
+    for x, inv in _pairs(xm):
+        if inv not in mm.inputs:
+            continue
+        mean = mm.inputs[0] if mm.inputs[1] == inv else mm.inputs[1]
+        red = v.node(mean, "reduce_mean")
+        if red is None or red.inputs[0] != x:
+            continue
+        stats = _stats_of(v, x, red)
+        inv_node = v.node(inv, "mul")
+        if stats is None or inv_node is None:
+            continue
+        for r, scale in _pairs(inv_node):
+            rsqrt = v.node(r, "rsqrt")
+            add = v.node(rsqrt.inputs[0], "add") if rsqrt else None
+            if add is None or scale not in v.graph.constants:
+                continue
+            for var, e in _pairs(add):
+                eps = v.scalar(e)
+                if (eps is not None and eps > 0 and _is_variance(v, var, x, mean)
+                        and _param(v, scale, x, stats) and _param(v, bias, x, stats)):
+                    return x, stats, float(str(np.float32(eps))), scale, bias
+    return None
+
+
+def _stats_of(v: _View, x: str, red: Node):
+    shape = v.shape(x)
+    if shape is None or not red.attrs.get("keepdims"):
+        return None
+    rank = len(shape)
+    axes = sorted(a % rank for a in red.attrs.get("axes", range(rank)))
+    return axes[0] - rank if axes == list(range(axes[0], rank)) else None
+
+
+def softmax_axis(graph: Graph) -> bool:
+    """``transpose(p) → softmax/log_softmax(-1) → transpose(p⁻¹)`` -> one softmax."""
+    v = _View(graph)
+    changed = False
+    for node in graph.nodes:
+        if node.op != "transpose":
+            continue
+        sm = v.node(node.inputs[0], {"softmax", "log_softmax"}, single_use=True)
+        first = v.node(sm.inputs[0], "transpose", single_use=True) if sm else None
+        if first is None or sm.attrs.get("axis", -1) not in (-1, len(first.attrs["perm"]) - 1):
+            continue
+        p, q = first.attrs["perm"], node.attrs["perm"]
+        if [p[i] for i in q] != list(range(len(p))):
+            continue
+        _replace(node, sm.op, [first.inputs[0]], {"axis": p[-1]})
+        changed = True
+    return changed
+
+
+def sink_transposes(graph: Graph) -> bool:
+    """Move a transpose read only by an elementwise op, reduction, ``pad`` or ``concat``
+    after that op; the op reads the transpose's input (constants are permuted)."""
+    v = _View(graph)
+    for node in graph.nodes:
+        moved = _sink(v, node)
+        if moved:
+            return True
+    return False
+
+
+def _sink(v: _View, node: Node) -> bool:
+    graph = v.graph
+    if node.op in UNARY or node.op == "cast":
+        t = v.node(node.inputs[0], "transpose", single_use=True)
+        if t is None:
+            return False
+        perm = t.attrs["perm"]
+        _after(graph, node, [t.inputs[0]] + node.inputs[1:], node.attrs, perm)
+        return True
+    if node.op in BINARY | {"concat"}:
+        transposes = [v.node(x, "transpose", single_use=True) for x in node.inputs]
+        perms = {tuple(t.attrs["perm"]) for t in transposes if t is not None}
+        if len(perms) != 1:
+            return False
+        perm = list(perms.pop())
+        for value, t in zip(node.inputs, transposes):
+            if t is None and (node.op == "concat" or value not in graph.constants
+                              or graph.constants[value].ndim > len(perm)):
+                return False
+        inputs = [t.inputs[0] if t is not None else _permute_constant(v, value, perm)
+                  for value, t in zip(node.inputs, transposes)]
+        attrs = dict(node.attrs)
+        if node.op == "concat":
+            attrs["axis"] = perm[attrs["axis"] % len(perm)]
+        _after(graph, node, inputs, attrs, perm)
+        return True
+    if node.op in REDUCE or node.op == "pad":
+        t = v.node(node.inputs[0], "transpose", single_use=True)
+        if t is None:
+            return False
+        perm = t.attrs["perm"]
+        rank = len(perm)
+        if node.op == "pad":
+            pads = node.attrs["pads"]
+            inverse = [perm.index(i) for i in range(rank)]
+            attrs = dict(node.attrs, pads=[pads[inverse[i]] for i in range(rank)])
+            _after(graph, node, [t.inputs[0]], attrs, perm)
+            return True
+        axes = sorted(perm[a % rank] for a in node.attrs.get("axes", range(rank)))
+        attrs = dict(node.attrs, axes=axes)
+        if node.attrs.get("keepdims"):
+            _after(graph, node, [t.inputs[0]], attrs, perm)
+            return True
+        kept = [perm[i] for i in range(rank) if perm[i] not in axes]
+        rest = [sorted(kept).index(k) for k in kept]
+        _after(graph, node, [t.inputs[0]], attrs, rest)
+        return True
+    return False
+
+
+def _permute_constant(v: _View, name: str, perm: list[int]) -> str:
+    """A constant broadcast against a transposed value, permuted back (in place when
+    this is its only use, keeping its name)."""
+    array = v.graph.constants[name]
+    rank = len(perm)
+    full = array.reshape((1,) * (rank - array.ndim) + array.shape)
+    inverse = [perm.index(i) for i in range(rank)]
+    moved = np.ascontiguousarray(np.transpose(full, inverse))
+    if array.size == 1:
+        return name
+    if v.uses.get(name) == 1:
+        v.graph.constants[name] = moved
+        v.graph.types[name] = ValueType(v.graph.types[name].dtype, list(moved.shape))
+        return name
+    return v.graph.add_constant(moved, name)
+
+
+def _after(graph: Graph, node: Node, inputs: list[str], attrs: dict, perm: list[int]) -> None:
+    """Make ``node`` compute on ``inputs`` into a new value, then transpose it by ``perm``
+    into its old output name."""
+    out = node.outputs[0]
+    new = graph.fresh_name(out + ".nchw")
+    old = graph.types.get(out)
+    if old is not None and old.shape is not None and len(old.shape) == len(perm):
+        inverse = [perm.index(i) for i in range(len(perm))]
+        graph.types[new] = ValueType(old.dtype, [old.shape[i] for i in inverse])
+    else:
+        graph.types[new] = ValueType(old.dtype if old else "F32", None)
+    index = graph.nodes.index(node)
+    node.inputs, node.attrs, node.outputs = list(inputs), dict(attrs), [new]
+    graph.nodes.insert(index + 1, Node("transpose", [new], [out], {"perm": list(perm)},
+                                       node.name))
