@@ -147,7 +147,7 @@ def _einsum(L, op) -> None:
     batch_dims = [size[c] for c in batch]
     a = arrange(L.value(a_t), sa, batch + free_a + contract, batch_dims + m_dims + [k],
                 len(contract) != 1 or not free_a)
-    if not batch and not extra and L.is_static(b_t):
+    if not batch and L.is_static(b_t):  # linear broadcasts over every free_a axis
         w = np.transpose(L.static(op, 1, "weight"), [sb.index(c) for c in contract + free_b])
         y = L.tmp(op, "linear", [a, L.weight(op, 1, w.reshape(k, n).T)], None, dtype,
                   m_dims + [n])
@@ -417,7 +417,12 @@ def _gather(L, op) -> None:
         axis = _axis(int(L.static(op, 2, "axis")), _rank(op.inputs[0]))
     else:
         axis = 0
-    L.emit(op, "gather", [L.value(op.inputs[0]), L.value(op.inputs[1])], {"axis": axis})
+    indices = op.inputs[1]
+    if L.is_static(indices):  # rml runs I64 indices; a fixed index list needs no I32
+        ids = L.constant(L.static(op, 1, "indices").astype(np.int64), "indices")
+    else:
+        ids = L.value(indices)
+    L.emit(op, "gather", [L.value(op.inputs[0]), ids], {"axis": axis})
 
 
 def _pad(L, op) -> None:

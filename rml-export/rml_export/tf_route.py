@@ -204,6 +204,9 @@ class Lowering:
 
     def lower_outputs(self, lower_node) -> None:
         """Lower everything the outputs need, then declare the outputs by their API names."""
+        for key in self.main.output_keys:  # reserved: no weight or node takes these names
+            if self.graph.fresh_name(key) != key:
+                raise ValueError(f"output name {key!r} is also an input name")
         order = self._order(self.main.outputs)
         self._find_static(order)
         self._evaluate_static(order)
@@ -220,10 +223,8 @@ class Lowering:
             self.graph._taken.discard(key)
             vtype = self.graph.types.get(src) or ValueType(
                 dtype_name(tensor.dtype.as_numpy_dtype), self.dims(tensor))
-            (out,) = self.graph.add_node("identity", [src], outputs=[key], types=[vtype])
-            if out != key:
-                raise ExportError("tf", "output", f"output name {key!r} is already used")
-            self.graph.add_output(out, vtype.dtype, self.dims(tensor))
+            self.graph.add_node("identity", [src], outputs=[key], types=[vtype])
+            self.graph.add_output(key, vtype.dtype, self.dims(tensor))
 
     def _order(self, outputs) -> list:
         """The ops the outputs depend on (data inputs only), inputs before users."""
