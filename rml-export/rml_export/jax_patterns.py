@@ -577,8 +577,42 @@ def _untranspose(view: _View, kt: str, transposed_b: bool) -> str | None:
     return out
 
 
+def _upsample(view: _View, node: Node) -> bool:
+    """``jnp.repeat(x, r, axis)`` on a spatial axis of ``[N, C, H, W]`` (a size-1 axis
+    inserted, expanded to ``r`` and merged back) -> ``upsample_nearest2d``; two in a row
+    become one."""
+    if node.op != "reshape":
+        return False
+    grown = view.node(node.inputs[0], "expand")
+    split = view.node(grown.inputs[0], "reshape") if grown is not None else None
+    if split is None:
+        return False
+    x = split.inputs[0]
+    xs, ys = view.shape(x), view.shape(node.outputs[0])
+    if len(xs) != 4 or view.shape(grown.inputs[0]) is None:
+        return False
+    scale = None
+    for axis in (2, 3):
+        ones = xs[:axis + 1] + [1] + xs[axis + 1:]
+        if view.shape(split.outputs[0]) != ones:
+            continue
+        r = view.shape(grown.outputs[0])[axis + 1]
+        repeated = ones[:axis + 1] + [r] + ones[axis + 2:]
+        if view.shape(grown.outputs[0]) == repeated and ys == xs[:axis] + [xs[axis] * r] + xs[
+                axis + 1:]:
+            scale = [r, 1] if axis == 2 else [1, r]
+    if scale is None:
+        return False
+    inner = view.node(x, "upsample_nearest2d")
+    if inner is not None and view.single_use(x) and "scale" in inner.attrs:
+        scale = [a * b for a, b in zip(scale, inner.attrs["scale"])]
+        x = inner.inputs[0]
+    view.replace(node, "upsample_nearest2d", [x], {"scale": scale})
+    return True
+
+
 _REWRITES = (_batch_norm, _attention, _softmax, _layer_norm, _norm_affine, _group_norm, _group_affine, _linear_bias,
-             _gelu, _silu, _reduce_mean)
+             _gelu, _silu, _reduce_mean, _upsample)
 
 
 def fuse(graph: Graph, max_rounds: int = 50) -> Graph:

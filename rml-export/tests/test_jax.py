@@ -207,6 +207,42 @@ def test_softmax_layer_norm_and_gelu_become_single_ops(tmp_path):
     assert ops(graph) == ["layer_norm", "gelu", "softmax"]
 
 
+def test_attention_becomes_one_op(tmp_path):
+    def f(p, q, k, v, keep):
+        scores = jnp.einsum("bhsd,bhtd->bhst", q, k) * 0.25
+        causal = jnp.tril(jnp.ones((4, 4), bool))
+        a = jax.nn.softmax(jnp.where(causal, scores, -jnp.inf), axis=-1) @ v
+        b = jax.nn.softmax(jnp.where(keep[:, None, None, :], scores, -jnp.inf), axis=-1) @ v
+        return a, b
+
+    keep = np.array([[True, True, False, True], [True, False, True, True]])
+    graph = check(tmp_path, f, {}, {"q": rand(2, 2, 4, 8), "k": rand(2, 2, 4, 8),
+                                    "v": rand(2, 2, 4, 8), "keep": keep})
+    attention = [n for n in graph.nodes if n.op == "scaled_dot_product_attention"]
+    assert [n.attrs.get("causal", False) for n in attention] == [True, False]
+    assert ops(graph).count("softmax") == 0
+
+
+def test_conv_norms_and_upsampling_become_single_ops(tmp_path):
+    params = {"w": rand(4, 3, 3, 3), "b": rand(4), "mean": rand(4), "var": rand(4) ** 2,
+              "g": rand(4), "beta": rand(4)}
+
+    def f(p, x):
+        y = jax.lax.conv_general_dilated(x, p["w"], (1, 1), "SAME") + p["b"][:, None, None]
+        scale = p["g"] * jax.lax.rsqrt(p["var"] + 1e-5)
+        y = (y - p["mean"][:, None, None]) * scale[:, None, None] + p["beta"][:, None, None]
+        n, c, h, w = y.shape
+        grouped = y.reshape(n, 2, -1)
+        mean = grouped.mean(-1, keepdims=True)
+        var = jnp.square(grouped - mean).mean(-1, keepdims=True)
+        y = ((grouped - mean) * jax.lax.rsqrt(var + 1e-5)).reshape(n, c, h, w)
+        y = jax.nn.silu(y * p["g"][:, None, None] + p["beta"][:, None, None])
+        return jnp.repeat(jnp.repeat(y, 2, axis=2), 2, axis=3)
+
+    graph = check(tmp_path, f, params, {"x": rand(2, 3, 5, 6)})
+    assert ops(graph) == ["conv2d", "batch_norm", "group_norm", "silu", "upsample_nearest2d"]
+
+
 def test_unsupported_primitive_names_it():
     with pytest.raises(ExportError) as err:
         rml_export.export_jax(lambda p, x: jnp.sort(x), {}, {"x": rand(4)})
