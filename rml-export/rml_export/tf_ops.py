@@ -558,6 +558,8 @@ def _conv2d_transpose(L, op) -> None:
         elif padding == "SAME":
             total = max(full - out_hw[i], 0)
             before, after = total // 2, total - total // 2
+        elif padding == "EXPLICIT":
+            before, after = (int(p) for p in op.get_attr("explicit_paddings")[2 + 2 * i:4 + 2 * i])
         else:
             raise L.fail(op, f"padding {padding}")
         pads.append([before, after])

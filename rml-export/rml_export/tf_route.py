@@ -324,8 +324,7 @@ class Lowering:
     def weight(self, op, index: int, array: np.ndarray) -> str:
         """A constant derived from static input ``index`` (a kernel in rml's layout),
         named after that input's variable."""
-        return self.graph.add_constant(np.ascontiguousarray(array),
-                                       self.constant_name(op.inputs[index]))
+        return self.graph.add_constant(array, self.constant_name(op.inputs[index]))
 
     def dims(self, tensor) -> list:
         """``tensor``'s shape with symbolic sizes written as symbols (``N``, ``4*N``)."""
