@@ -12,6 +12,10 @@ replaced nodes leave unused is removed by the shared ``dead_code`` pass.
   ``x·sigmoid(x)``.
 - ``layer_norm``: ``tf.nn.moments`` + ``(x − mean)·rsqrt(var + ε)·γ + β`` and the
   ``tf.nn.batch_normalization`` form over trailing axes.
+- ``group_norm``: ``reshape [N, G, -1] → layer_norm → reshape back``, then a
+  per-channel ``·γ + β``.
+- ``attention``: ``softmax(q·kᵀ·scale [masked]) · v`` ->
+  ``scaled_dot_product_attention`` (a constant lower-triangular mask -> ``causal``).
 - ``softmax_axis``: ``transpose → softmax → transpose back`` -> ``softmax(axis)``.
 - ``sink_transposes``: a transpose feeding an elementwise op, a reduction, ``pad`` or
   ``concat`` is moved after it (constants are permuted instead), so the NHWC wrappers
@@ -39,8 +43,8 @@ def run(graph: Graph) -> None:
     clean_up(graph)
     for _ in range(20):
         changed = False
-        for rewrite in (cse, linear_bias, gelu, silu, layer_norm, softmax_axis,
-                        sink_transposes):
+        for rewrite in (cse, linear_bias, gelu, silu, layer_norm, group_norm, attention,
+                        softmax_axis, sink_transposes):
             changed |= rewrite(graph)
         if not changed:
             break
@@ -405,6 +409,128 @@ def _stats_of(v: _View, x: str, red: Node):
     rank = len(shape)
     axes = sorted(a % rank for a in red.attrs.get("axes", range(rank)))
     return axes[0] - rank if axes == list(range(axes[0], rank)) else None
+
+
+def group_norm(graph: Graph) -> bool:
+    """``reshape(x, [N, G, -1]) → layer_norm(-1) → reshape(x.shape)`` -> ``group_norm``;
+    a following per-channel ``·γ`` / ``+ β`` (``[C, 1, 1]`` constants) joins it."""
+    v = _View(graph)
+    changed = False
+    for node in graph.nodes:
+        if node.op == "reshape":
+            found = _group_norm(v, node)
+            if found is not None:
+                x, groups, eps = found
+                _replace(node, "group_norm", [x], {"num_groups": groups, "epsilon": eps})
+                changed = True
+        elif node.op in ("mul", "add"):
+            changed |= _absorb_channel_param(v, node)
+    return changed
+
+
+def _group_norm(v: _View, node: Node):
+    ln = v.node(node.inputs[0], "layer_norm", single_use=True)
+    first = v.node(ln.inputs[0], "reshape", single_use=True) if ln else None
+    if first is None or len(ln.inputs) != 1 or ln.attrs.get("axis", -1) not in (-1, 2):
+        return None
+    x = first.inputs[0]
+    shape, grouped, out = v.shape(x), v.shape(first.outputs[0]), v.shape(node.outputs[0])
+    if (shape is None or grouped is None or out != shape or len(shape) < 3
+            or len(grouped) != 3 or grouped[0] != shape[0] or not isinstance(shape[1], int)
+            or not isinstance(grouped[1], int) or shape[1] % grouped[1]):
+        return None
+    return x, grouped[1], ln.attrs.get("epsilon", 1e-5)
+
+
+def _absorb_channel_param(v: _View, node: Node) -> bool:
+    for a, p in _pairs(node):
+        gn = v.node(a, "group_norm", single_use=True)
+        array = v.graph.constants.get(p)
+        if gn is None or array is None or v.uses.get(p) != 1:
+            continue
+        x, scale, bias = (gn.inputs + ["", ""])[:3]
+        channels = v.shape(x)[1]
+        rank = len(v.shape(x))
+        trailing = array.shape[array.ndim - (rank - 1):] if array.ndim >= rank - 1 else None
+        if (bias or (node.op == "mul" and scale) or trailing is None or array.size != channels
+                or trailing[0] != channels or any(d != 1 for d in array.shape if d != channels)):
+            continue
+        v.graph.constants[p] = np.ascontiguousarray(array.reshape(channels))
+        v.graph.types[p] = ValueType(v.graph.types[p].dtype, [channels])
+        if node.op == "mul":
+            scale = p
+        else:
+            bias = p
+        _replace(node, "group_norm", _norm_inputs(x, scale, bias), gn.attrs)
+        return True
+    return False
+
+
+def attention(graph: Graph) -> bool:
+    """``matmul(softmax(mask(q·kᵀ·c)), v)`` -> ``scaled_dot_product_attention``."""
+    v = _View(graph)
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "matmul" or node.attrs.get("transpose_a") or node.attrs.get(
+                "transpose_b"):
+            continue
+        sm = v.node(node.inputs[0], "softmax", single_use=True)
+        if sm is None or sm.attrs.get("axis", -1) != -1:
+            continue
+        scores, mask, causal = sm.inputs[0], None, False
+        where = v.node(scores, "where", single_use=True)
+        if where is not None:
+            cond, kept, fill = where.inputs
+            array = graph.constants.get(cond)
+            neg = graph.constants.get(fill)
+            if array is None or neg is None or neg.size != 1 or not np.isneginf(neg).all():
+                continue
+            if array.ndim >= 2 and np.array_equal(
+                    array.reshape(array.shape[-2:]) if array.size == np.prod(
+                        array.shape[-2:]) else array, np.tril(np.ones(array.shape[-2:], bool))):
+                causal = True
+            else:
+                mask = cond
+            scores = kept
+        scale = None
+        scaled = v.node(scores, "mul", single_use=True)
+        if scaled is not None:
+            for a, c in _pairs(scaled):
+                if v.scalar(c) is not None and v.node(a, "matmul", single_use=True):
+                    scores, scale = a, v.scalar(c)
+        qk = v.node(scores, "matmul", single_use=True)
+        if qk is None or qk.attrs.get("transpose_a"):
+            continue
+        q, k = qk.inputs
+        q_shape = v.shape(q)
+        if q_shape is None or not isinstance(q_shape[-1], int):
+            continue
+        if not qk.attrs.get("transpose_b"):
+            k = _swap_last(graph, v, k, qk)
+        attrs = {}
+        if causal:
+            attrs["causal"] = True
+        scale = 1.0 if scale is None else scale
+        if not _close(scale, 1 / np.sqrt(q_shape[-1])):
+            attrs["scale"] = float(str(np.float32(scale)))
+        _replace(node, "scaled_dot_product_attention",
+                 [q, k, node.inputs[1]] + ([mask] if mask else []), attrs)
+        changed = True
+        v = _View(graph)
+    return changed
+
+
+def _swap_last(graph: Graph, v: _View, value: str, before: Node) -> str:
+    """``value`` with its last two axes swapped (a new transpose inserted before
+    ``before``; two transposes in a row merge in clean-up)."""
+    shape = v.shape(value)
+    rank = len(shape)
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    out = graph.fresh_name(value + ".t")
+    graph.types[out] = ValueType(graph.types[value].dtype, [shape[i] for i in perm])
+    graph.nodes.insert(graph.nodes.index(before),
+                       Node("transpose", [value], [out], {"perm": perm}, before.name))
+    return out
 
 
 def softmax_axis(graph: Graph) -> bool:
