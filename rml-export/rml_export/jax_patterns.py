@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .ir import Graph, Node
-from .passes import remove_identities
+from .passes import dead_code, remove_identities
 
 _BROADCASTING = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal",
                  "not_equal", "less", "less_equal", "greater", "greater_equal", "where"}
@@ -611,7 +611,39 @@ def _upsample(view: _View, node: Node) -> bool:
     return True
 
 
-_REWRITES = (_batch_norm, _attention, _softmax, _layer_norm, _norm_affine, _group_norm, _group_affine, _linear_bias,
+def _matmul_unit_batch(view: _View, node: Node) -> bool:
+    """``reshape(matmul(reshape(a), reshape(b)))`` where the reshapes only drop and
+    restore leading size-1 axes (``jnp.matmul`` on a batch of 1) -> ``matmul(a, b)``,
+    whose broadcasting batch axes give the same result."""
+    if node.op != "reshape":
+        return False
+    product = view.node(node.inputs[0], "matmul")
+    if product is None or not view.single_use(node.inputs[0]):
+        return False
+    inputs = []
+    for value in product.inputs:
+        src = view.node(value, "reshape")
+        if src is not None and _strip_ones(view.shape(src.inputs[0])) == _strip_ones(
+                view.shape(value)):
+            value = src.inputs[0]
+        inputs.append(value)
+    if inputs == product.inputs:
+        return False
+    a, b = (view.shape(v) for v in inputs)
+    if len(a) < 2 or len(b) < 2:
+        return False
+    if product.attrs.get("transpose_a"):
+        a = a[:-2] + [a[-1], a[-2]]
+    if product.attrs.get("transpose_b"):
+        b = b[:-2] + [b[-1], b[-2]]
+    batch = _broadcast([a[:-2], b[:-2]])
+    if batch is None or batch + [a[-2], b[-1]] != view.shape(node.outputs[0]):
+        return False
+    view.replace(node, "matmul", inputs, product.attrs)
+    return True
+
+
+_REWRITES = (_matmul_unit_batch, _batch_norm, _attention, _softmax, _layer_norm, _norm_affine, _group_norm, _group_affine, _linear_bias,
              _gelu, _silu, _reduce_mean, _upsample)
 
 
@@ -624,6 +656,7 @@ def fuse(graph: Graph, max_rounds: int = 50) -> Graph:
         for node in list(graph.nodes):
             if any(rewrite(view, node) for rewrite in _REWRITES):
                 changed = True
+        dead_code(graph)  # so that the next round counts only live users
         if not changed:
             break
     return graph
