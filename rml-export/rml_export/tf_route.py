@@ -37,6 +37,8 @@ PASS_THROUGH = {
     "Identity", "IdentityN", "StopGradient", "PreventGradient", "Snapshot", "EnsureShape",
     "CheckNumerics",
 }
+#: Ops that may rearrange a weight without changing its elements.
+REARRANGE = {"Reshape", "ExpandDims", "Squeeze", "StridedSlice", "Transpose", "Cast"}
 #: Ops that read only their input's shape, static whenever that shape is fully known.
 SHAPE_OPS = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"}
 
@@ -313,9 +315,12 @@ class Lowering:
         return self.graph.add_constant(np.asarray(array), hint)
 
     def constant_name(self, tensor) -> str:
-        """A weight's name: its variable's name when it reads one through identities."""
+        """A weight's name: its variable's name when it reads one through identities or
+        ops that only rearrange all of its elements (``w[:, None, None]``, a reshape)."""
         op = tensor.op
-        while op.type in PASS_THROUGH and op.inputs:
+        while op.inputs and (op.type in PASS_THROUGH or (
+                op.type in REARRANGE and op.inputs[0].shape.num_elements()
+                == op.outputs[0].shape.num_elements())):
             op = op.inputs[0].op
         if op.name in self.main.variable_names:
             return self.main.variable_names[op.name]

@@ -146,6 +146,34 @@ def test_softmax_and_layer_norm_forms(tmp_path):
     assert "layer_norm" in ops(graph)
 
 
+def test_attention_and_group_norm_patterns_with_a_symbolic_batch(tmp_path):
+    def fn(w, x, image):
+        b, s = tf.shape(x)[0], x.shape[1]
+        qkv = [tf.transpose(tf.reshape(tf.matmul(x, w[n], transpose_b=True), [b, s, 2, 4]),
+                            [0, 2, 1, 3]) for n in ("q", "k", "v")]
+        scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) * 0.5
+        scores = tf.where(np.tril(np.ones((s, s), bool)), scores, -np.inf)
+        a = tf.matmul(tf.nn.softmax(scores), qkv[2])
+        n, c = tf.shape(image)[0], image.shape[1]
+        g = tf.reshape(image, [n, 2, -1])
+        mean = tf.reduce_mean(g, -1, keepdims=True)
+        var = tf.reduce_mean(tf.square(g - mean), -1, keepdims=True)
+        g = tf.reshape((g - mean) * tf.math.rsqrt(var + 1e-5), tf.shape(image))
+        return {"attn": tf.reshape(tf.transpose(a, [0, 2, 1, 3]), [b, s, 8]),
+                "gn": g * w["gn.weight"][:, None, None] + w["gn.bias"][:, None, None]}
+
+    m = Fn(fn, q=rand(8, 8), k=rand(8, 8), v=rand(8, 8),
+           **{"gn.weight": rand(4), "gn.bias": rand(4)})
+    graph = rml_export.export_tf(m, {"x": rand(2, 5, 8), "image": rand(2, 4, 3, 3)},
+                                 symbols={"x": {0: "B"}, "image": {0: "B"}})
+    kinds = {n.op: n for n in graph.nodes}
+    assert kinds["scaled_dot_product_attention"].attrs == {"causal": True}
+    assert kinds["group_norm"].attrs == {"num_groups": 2}
+    assert kinds["group_norm"].inputs[1:] == ["gn.weight", "gn.bias"]
+    inputs = {"x": rand(3, 5, 8), "image": rand(3, 4, 3, 3)}
+    assert_outputs_close(run_exported(graph, inputs, tmp_path), tf_outputs(m, inputs))
+
+
 def test_reductions(tmp_path):
     def fn(w, x):
         return {
