@@ -307,9 +307,11 @@ class Lowerer:
     def _output(self, name: str, value):
         if not isinstance(value, V):
             raise ValueError(f"export_torch: output {name!r} is not a tensor")
+        if name in self.g.inputs:
+            raise ValueError(f"export_torch: output {name!r} has the name of an input; "
+                             "rename the input")
         vtype = self.vtype(value.dtype, value.shape)
         (out,) = self.g.add_node("identity", [value.name], outputs=[name], types=[vtype])
-        assert out == name, f"output name {name!r} was taken"
         self.g.add_output(out, vtype.dtype, vtype.shape)
 
 
@@ -351,12 +353,10 @@ def _output_names(spec) -> list[str]:
     if spec.is_leaf():
         return ["y"]
     kind = spec.type
-    if kind is dict or (isinstance(kind, type) and issubclass(kind, dict)):
+    if isinstance(kind, type) and issubclass(kind, dict):
         names = [str(k) for k in spec.context]
-    elif kind in (tuple, list):
+    else:  # tuple, list, named tuple, torch.return_types
         names = [f"y{i}" for i in range(spec.num_children)]
-    else:
-        raise ValueError(f"export_torch: model outputs of type {kind} are not supported")
     children = spec.children() if hasattr(spec, "children") else spec.children_specs
     if any(not child.is_leaf() for child in children):
         raise ValueError("export_torch: nested model outputs are not supported; return "

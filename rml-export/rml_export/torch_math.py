@@ -145,7 +145,8 @@ def _binary(op: str, alpha: bool = False, swap: bool = False):
 
     def lower(cx, node, a):
         dtype = _out(node).dtype
-        x, y = (a["other"], a["self"]) if swap else (a["self"], a["other"])
+        other = a["exponent"] if "exponent" in a else a["other"]
+        x, y = (other, a["self"]) if swap else (a["self"], other)
         x, y = cx.as_tensor(x, dtype), cx.as_tensor(y, dtype)
         if alpha and a.get("alpha", 1) != 1:
             y = cx.emit("mul", [y, cx.scalar(a["alpha"], dtype)], shape=y.shape,
