@@ -40,6 +40,8 @@ def lower_node(L, op) -> None:
     """Lower one TF op, or raise the ExportError naming it."""
     if op.type in UNARY:
         L.emit(op, UNARY[op.type], [L.value(op.inputs[0])])
+    elif op.type == "AddV2" and _batch_normalization(L, op):
+        pass
     elif op.type in BINARY:
         L.emit(op, BINARY[op.type], [L.value(t) for t in op.inputs])
     elif op.type in REDUCE:
@@ -258,6 +260,74 @@ def _one_hot(L, op) -> None:
         [n] + [1] * (rank - 1 - axis))
     hit = L.tmp(op, "equal", [ids, L.constant(table, "one_hot.range")], None, "BOOL")
     L.emit(op, "where", [hit, L.value(on), L.value(off)])
+
+
+def _batch_normalization(L, op) -> bool:
+    """``tf.nn.batch_normalization`` over constant statistics, ``x·inv + (β − mean·inv)``
+    with ``inv = rsqrt(var + ε)·γ`` (TF folds ``inv`` and the sum into constants) ->
+    ``batch_norm`` over the original, named statistics. False when it is not that."""
+    def producer(tensor, kind):
+        return tensor.op if tensor.op.type == kind else None
+
+    for xm_t, sub_t in (op.inputs, op.inputs[::-1]):
+        xm, sub = producer(xm_t, "Mul"), producer(sub_t, "Sub")
+        if xm is None or sub is None or L.is_static(xm_t) or not L.is_static(sub_t):
+            continue
+        x_t, inv_t = xm.inputs if L.is_static(xm.inputs[1]) else xm.inputs[::-1]
+        mm = producer(sub.inputs[1], "Mul")
+        if mm is None or inv_t.name not in {t.name for t in mm.inputs}:
+            continue
+        mean_t = mm.inputs[0] if mm.inputs[1].name == inv_t.name else mm.inputs[1]
+        inv = inv_t.op
+        rsqrt_t, scale_t = inv.outputs[0], None
+        if inv.type == "Mul":
+            rsqrt_t, scale_t = inv.inputs if inv.inputs[0].op.type == "Rsqrt" else inv.inputs[::-1]
+        add = producer(rsqrt_t.op.inputs[0], "AddV2") if rsqrt_t.op.type == "Rsqrt" else None
+        if add is None:
+            continue
+        var_t, eps_t = add.inputs
+        if var_t.shape.num_elements() == 1:
+            var_t, eps_t = eps_t, var_t
+        parts = [mean_t, var_t, scale_t, sub.inputs[0]]
+        values = [None if t is None else L.inner_static(t) for t in parts]
+        eps = L.inner_static(eps_t)
+        if eps is None or eps.size != 1 or any(
+                v is None for t, v in zip(parts, values) if t is not None):
+            continue
+        axis = _channel_axis(_rank(x_t), [v for v in values if v is not None])
+        if axis is None:
+            continue
+        names = [L.constant(v.reshape(-1), L.constant_name(t)) if t is not None else ""
+                 for t, v in zip(parts, values)]
+        x = L.value(x_t)
+        attrs = {"epsilon": float(str(np.float32(eps.reshape(()))))}
+        if axis == 1:
+            L.emit(op, "batch_norm", [x] + names, attrs)
+            return True
+        rank = _rank(x_t)
+        perm = [0, rank - 1] + list(range(1, rank - 1))
+        y = L.tmp(op, "transpose", [x], {"perm": perm})
+        y = L.tmp(op, "batch_norm", [y] + names, attrs)
+        L.emit(op, "transpose", [y], {"perm": [perm.index(i) for i in range(rank)]})
+        return True
+    return False
+
+
+def _channel_axis(rank: int, params: list[np.ndarray]) -> int | None:
+    """The one axis (1 or the last) along which per-channel parameters vary."""
+    axes = set()
+    for p in params:
+        if p.ndim > rank:
+            return None
+        full = (1,) * (rank - p.ndim) + p.shape
+        varying = [i for i, d in enumerate(full) if d != 1]
+        if len(varying) != 1:
+            return None
+        axes.add(varying[0])
+    if len(axes) != 1 or rank < 2:
+        return None
+    axis = axes.pop()
+    return axis if axis in (1, rank - 1) else None
 
 
 # -- reductions ---------------------------------------------------------------------------

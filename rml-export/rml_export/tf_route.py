@@ -279,6 +279,15 @@ class Lowering:
         """Whether ``tensor`` is known at export time."""
         return tensor.name in self.static_values
 
+    def inner_static(self, tensor) -> np.ndarray | None:
+        """The value of any static tensor, also one inside a folded computation (a
+        lowering that recognizes how a static input was computed reads its parts)."""
+        if tensor.op.name not in self._static_ops:
+            return None
+        if tensor.name not in self.static_values:
+            (self.static_values[tensor.name],) = self.main.evaluate([tensor.name])
+        return self.static_values[tensor.name]
+
     def static(self, op, index: int, what: str = "value") -> np.ndarray:
         """Input ``index`` of ``op`` as an export-time NumPy value that does not depend on
         a symbol; fails naming ``what`` otherwise."""

@@ -246,7 +246,11 @@ def test_depthwise_transposed_conv_pooling_batch_norm_resize(tmp_path):
         bn, _, _ = tf.compat.v1.nn.fused_batch_norm(
             image, w["bn.scale"], w["bn.offset"], w["bn.mean"], w["bn.var"],
             epsilon=1e-3, is_training=False)
-        return {"dw": dw, "up": up, "up_valid": up_valid,
+        stats = [w[k] for k in ("bn.mean", "bn.var", "bn.offset", "bn.scale")]
+        nchw = tf.nn.batch_normalization(tf.transpose(image, [0, 3, 1, 2]),
+                                         *[s[:, None, None] for s in stats], 1e-3)
+        return {"depthwise": dw, "up_same": up, "up_valid": up_valid, "bn_nchw": nchw,
+                "bn_nhwc": tf.nn.batch_normalization(image, *stats, 1e-3),
                 "avg": tf.nn.avg_pool2d(image, 3, 2, "SAME"), "bn": bn,
                 "resize": tf.image.resize(image, [16, 16], method="nearest"),
                 "dilated": tf.nn.conv2d(image, w["k"], 1, "SAME", dilations=2)}
@@ -254,7 +258,10 @@ def test_depthwise_transposed_conv_pooling_batch_norm_resize(tmp_path):
     m = Fn(fn, dw=rand(3, 3, 3, 2), up=rand(3, 3, 5, 3), k=rand(3, 3, 3, 4),
            **{"bn.scale": rand(3), "bn.offset": rand(3), "bn.mean": rand(3),
               "bn.var": rand(3, low=0.5, high=1.5)})
-    check(m, {"image": rand(2, 8, 8, 3)}, tmp_path)
+    graph = check(m, {"image": rand(2, 8, 8, 3)}, tmp_path)
+    # the NHWC batch norm is the NCHW one between transposes: computed once (cse)
+    assert ops(graph).count("batch_norm") == 2
+    assert {"bn.mean", "bn.var", "bn.offset", "bn.scale", "dw", "up", "k"} == set(graph.constants)
 
 
 # -- errors --------------------------------------------------------------------------------
