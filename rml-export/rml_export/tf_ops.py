@@ -521,25 +521,21 @@ def _fill(L, op) -> None:
 
 
 def _tile(L, op) -> None:
-    """``tile`` = ``unsqueeze`` + ``expand`` + ``reshape`` (axes of size 1: ``expand``)."""
-    reps = [int(r) for r in L.static(op, 1, "multiples")]
-    dims = L.dims(op.inputs[0])
+    """``tile`` = ``expand`` where only size-1 axes repeat; else ``unsqueeze`` + ``expand``
+    + ``reshape`` (a new axis before each repeated one)."""
+    dims, out = L.dims(op.inputs[0]), L.dims(op.outputs[0])
     x = L.value(op.inputs[0])
-    repeated = [i for i, r in enumerate(reps) if r != 1 and dims[i] != 1]
-    if not repeated:
-        L.emit(op, "expand", [x], {"shape": [r if r != 1 else -1 for r in reps]})
+    if all(d == o or d == 1 for d, o in zip(dims, out)):
+        L.emit(op, "expand", [x], {"shape": _shape_attr(L, op, out, dims)})
         return
-    axes = [i + k for k, i in enumerate(repeated)]  # a new axis before each repeated one
-    x = L.tmp(op, "unsqueeze", [x], {"axes": axes})
+    reps = [int(r) for r in L.static(op, 1, "multiples")]
+    repeated = [i for i, r in enumerate(reps) if r != 1 and dims[i] != 1]
+    x = L.tmp(op, "unsqueeze", [x], {"axes": [i + k for k, i in enumerate(repeated)]})
     shape = []
-    for i, (d, r) in enumerate(zip(dims, reps)):
-        if i in repeated:
-            shape.append(r)
-            shape.append(-1)
-        else:
-            shape.append(r if r != 1 else -1)
+    for i, r in enumerate(reps):
+        shape += [r, -1] if i in repeated else [r if r != 1 else -1]
     x = L.tmp(op, "expand", [x], {"shape": shape})
-    L.emit(op, "reshape", [x], {"shape": _shape_attr(L, op, L.dims(op.outputs[0]))})
+    L.emit(op, "reshape", [x], {"shape": _shape_attr(L, op, out)})
 
 
 # -- convolution, pooling, normalization (NHWC -> NCHW) ----------------------------------
@@ -614,10 +610,10 @@ def _conv2d(L, op) -> None:
 def _conv2d_transpose(L, op) -> None:
     _check_nhwc(L, op)
     w = L.static(op, 1, "filter")  # [kH, kW, C_out, C_in]
-    out_hw = [int(v) for v in L.static(op, 0, "output size")[1:3]]
+    out_hw = L.dims(op.outputs[0])[1:3]
     in_hw = L.dims(op.inputs[2])[1:3]
     strides, dilations = _window(op, "strides"), _window(op, "dilations")
-    if not all(isinstance(d, int) for d in in_hw):
+    if not all(isinstance(d, int) for d in in_hw + out_hw):
         raise L.fail(op, "transposed convolution over a symbolic spatial size")
     padding = op.get_attr("padding").decode()
     pads, extra = [], []

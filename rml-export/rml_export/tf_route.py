@@ -39,6 +39,9 @@ PASS_THROUGH = {
 }
 #: Ops that may rearrange a weight without changing its elements.
 REARRANGE = {"Reshape", "ExpandDims", "Squeeze", "StridedSlice", "Transpose", "Cast"}
+#: Ops whose output may be larger than their input: lowered (not folded) when the output
+#: shape follows a symbol.
+EXPANDING = {"BroadcastTo", "Tile", "Fill"}
 #: Ops that read only their input's shape, static whenever that shape is fully known.
 SHAPE_OPS = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"}
 
@@ -254,8 +257,15 @@ class Lowering:
                     self._static_ops.add(op.name)
             elif op.type in ("Placeholder", "NoOp") or op.op_def.is_stateful:
                 continue
+            elif op.type in EXPANDING and self._varies(op.outputs[0]):
+                continue  # lowered to `expand` to a symbolic shape
             elif op.inputs and all(t.op.name in self._static_ops for t in op.inputs):
                 self._static_ops.add(op.name)
+
+    def _varies(self, tensor) -> bool:
+        """Whether ``tensor``'s shape changes with a symbol."""
+        return any(_alt_shape(trace.graph, tensor.name) != tensor.shape.as_list()
+                   for _, _, trace in self.alts)
 
     def _evaluate_static(self, order) -> None:
         """Evaluate every static tensor a lowered op or an output reads (one session run)."""
@@ -313,11 +323,30 @@ class Lowering:
         array = self.static_values[tensor.name]
         for sym, _, _ in self.alts:
             alt = self._alt_static.get((sym, tensor.name))
-            if alt is None or alt.shape != array.shape or not np.array_equal(alt, array):
+            if alt is not None and alt.shape == array.shape and np.array_equal(alt, array):
+                continue
+            if alt is None or not _uniform(array) or not _uniform(alt) or (
+                    array.size and alt.size and alt.flat[0] != array.flat[0]):
                 raise self.fail(tensor.op, f"this constant depends on the size of symbol {sym!r}")
-        name = self.graph.add_constant(array, self.constant_name(tensor))
+            name = self._filled(tensor, array)
+            break
+        else:
+            name = self.graph.add_constant(array, self.constant_name(tensor))
         self._constants[tensor.name] = name
         return name
+
+    def _filled(self, tensor, array: np.ndarray) -> str:
+        """A constant of one repeated value whose shape follows a symbol (``tf.zeros``
+        of the batch size): the value ``expand``-ed to the symbolic shape."""
+        dims = self.dims(tensor)
+        if any(isinstance(d, str) and not d.isidentifier() for d in dims):
+            raise self.fail(tensor.op, f"a filled constant of shape {dims}: rml-graph "
+                            "`expand` takes plain symbols only")
+        fill = self.graph.add_constant(array.reshape(-1)[:1].reshape(()), "fill")
+        (out,) = self.graph.add_node("expand", [fill], {"shape": dims}, name=tensor.op.name,
+                                     outputs=[_clean_name(tensor.op.name)],
+                                     types=[self.vtype(tensor)])
+        return out
 
     def constant(self, array, hint: str) -> str:
         """A new constant (scalars and tables a lowering adds)."""
@@ -423,6 +452,10 @@ class Lowering:
         where = self.main.location(op.name)
         location = f"node {op.name!r}" + (f", {where}" if where else "")
         return ExportError("tf", op.type, reason, location)
+
+
+def _uniform(array: np.ndarray) -> bool:
+    return array.size > 0 and bool((array == array.reshape(-1)[0]).all())
 
 
 def _has_tensor(graph, name: str) -> bool:

@@ -72,11 +72,12 @@ def test_dense_layers_keep_variable_names_and_become_linear(tmp_path):
 
 def test_symbolic_batch_runs_at_another_batch(tmp_path):
     def fn(w, x):
-        h = tf.matmul(x, w["k"]) + w["b"]
+        h = tf.matmul(x, w["k"]) + w["b"] + tf.zeros([x.shape[0], 6])  # a batch-sized Const
         h = tf.reshape(h, [tf.shape(h)[0], 2, 3])
-        return tf.nn.softmax(h, axis=1)
+        cls = tf.broadcast_to(w["cls"], [x.shape[0], 1, 3])
+        return tf.nn.softmax(tf.concat([cls, h], 1), axis=1)
 
-    m = Fn(fn, k=rand(5, 6), b=rand(6))
+    m = Fn(fn, k=rand(5, 6), b=rand(6), cls=rand(1, 1, 3))
     graph = rml_export.export_tf(m, {"x": rand(2, 5)}, symbols={"x": {0: "N"}})
     assert graph.types["x"].shape == ["N", 5]
     x = rand(7, 5)
