@@ -226,10 +226,9 @@ class Lowering:
         for key, tensor in zip(self.main.output_keys, self.main.outputs):
             src = self.value(tensor)
             self.graph._taken.discard(key)
-            vtype = self.graph.types.get(src) or ValueType(
-                dtype_name(tensor.dtype.as_numpy_dtype), self.dims(tensor))
+            vtype = self.vtype(tensor)
             self.graph.add_node("identity", [src], outputs=[key], types=[vtype])
-            self.graph.add_output(key, vtype.dtype, self.dims(tensor))
+            self.graph.add_output(key, vtype.dtype, vtype.shape)
 
     def _order(self, outputs) -> list:
         """The ops the outputs depend on (data inputs only), inputs before users."""
@@ -318,8 +317,7 @@ class Lowering:
         if tensor.name in self._constants:
             return self._constants[tensor.name]
         if tensor.name not in self.static_values:
-            raise ExportError("tf", tensor.op.type, f"value {tensor.name!r} was not lowered",
-                              tensor.op.name)
+            raise self.fail(tensor.op, f"value {tensor.name!r} was not lowered")
         array = self.static_values[tensor.name]
         for sym, _, _ in self.alts:
             alt = self._alt_static.get((sym, tensor.name))

@@ -155,8 +155,7 @@ def test_attention_and_group_norm_patterns_with_a_symbolic_batch(tmp_path):
         scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) * 0.5
         scores = tf.where(np.tril(np.ones((s, s), bool)), scores, -np.inf)
         a = tf.matmul(tf.nn.softmax(scores), qkv[2])
-        n, c = tf.shape(image)[0], image.shape[1]
-        g = tf.reshape(image, [n, 2, -1])
+        g = tf.reshape(image, [tf.shape(image)[0], 2, -1])
         mean = tf.reduce_mean(g, -1, keepdims=True)
         var = tf.reduce_mean(tf.square(g - mean), -1, keepdims=True)
         g = tf.reshape((g - mean) * tf.math.rsqrt(var + 1e-5), tf.shape(image))
@@ -198,9 +197,11 @@ def test_shape_ops(tmp_path):
             "reshape": tf.reshape(x, [tf.shape(x)[0], -1]),
             "transpose": tf.transpose(x, [2, 0, 1]),
             "expand": tf.expand_dims(x, -1), "squeeze": tf.squeeze(c, axis=1),
-            "concat": tf.concat([a, b, a], axis=-1), "concat1": tf.concat([d, c], 1), "stack": tf.stack([a, b], axis=1),
+            "concat": tf.concat([a, b, a], axis=-1), "concat1": tf.concat([d, c], 1),
+            "stack": tf.stack([a, b], axis=1),
             "unstack": parts[2], "strided": x[:, 1:3, ::2], "index": x[..., 0],
-            "newaxis": x[:, tf.newaxis, -1], "reverse": x[::-1], "slice": tf.slice(x, [0, 1, 0], [-1, 2, 3]),
+            "newaxis": x[:, tf.newaxis, -1], "reverse": x[::-1],
+            "slice": tf.slice(x, [0, 1, 0], [-1, 2, 3]),
             "tile": tf.tile(x, [1, 2, 1]), "broadcast": tf.broadcast_to(x[:, :1], [2, 4, 4]),
             "fill": tf.fill([2, 3], 0.5) + x[:, 0, :3],
         }
