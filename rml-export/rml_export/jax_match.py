@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .ir import Graph, Node
 
 
@@ -71,10 +69,22 @@ def pair_with(view: View, node: Node, op_a, op_b):
 
 
 def broadcast_shape(shapes):
-    try:
-        return list(np.broadcast_shapes(*[tuple(s) for s in shapes]))
-    except ValueError:
-        return None
+    """NumPy's broadcast of graph shapes whose dims may be symbols (``"N"``); ``None``
+    when they do not broadcast."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0} - {1}
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return out
+
+
+def fixed_count(shape, axes) -> int | None:
+    """The number of elements over ``axes`` of ``shape``, when those dims are fixed."""
+    dims = [shape[a] for a in axes]
+    return math.prod(dims) if all(isinstance(d, int) for d in dims) else None
 
 
 def strip_ones(shape):
@@ -120,9 +130,9 @@ def mean_of(view: View, value: str):
         k, c = node.inputs
         found = reduced(view, k, "reduce_sum")
         if found is not None:
-            n = int(np.prod([view.shape(found[0])[a] for a in found[1]]))
+            n = fixed_count(view.shape(found[0]), found[1])
             factor = view.scalar(c)
-            if (close(factor, n) if node.op == "div" else close(factor, 1.0 / n)):
+            if n and (close(factor, n) if node.op == "div" else close(factor, 1.0 / n)):
                 return found
     return reduced(view, value, "reduce_mean")
 

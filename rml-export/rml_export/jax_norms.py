@@ -4,12 +4,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from .ir import Node
 from .jax_match import (
-    View, channel_constant, close, constant_of_shape, mean_of, pair_with, reduced_axes,
-    scalar_last,
+    View, channel_constant, close, constant_of_shape, fixed_count, mean_of, pair_with,
+    reduced_axes, scalar_last,
 )
 
 
@@ -90,8 +88,8 @@ def group_norm(view: View, node: Node) -> bool:
     x = inner.inputs[0]
     xs, grouped = view.shape(x), view.shape(inner.outputs[0])
     if (view.shape(node.outputs[0]) != xs or len(xs) < 3 or len(grouped) != 3
-            or grouped[0] != xs[0] or xs[1] % grouped[1]
-            or grouped[1] * grouped[2] != int(np.prod(xs[1:]))):
+            or grouped[0] != xs[0] or fixed_count(xs, range(1, len(xs))) is None
+            or xs[1] % grouped[1] or grouped[1] * grouped[2] != fixed_count(xs, range(1, len(xs)))):
         return False
     attrs = {"num_groups": grouped[1]}
     if "epsilon" in norm.attrs:
@@ -141,8 +139,8 @@ def reduce_mean(view: View, node: Node) -> bool:
     if total is None or not view.single_use(node.inputs[0]):
         return False
     x = total.inputs[0]
-    n = int(np.prod([view.shape(x)[a] for a in reduced_axes(view, total)]))
-    if not close(view.scalar(node.inputs[1]), n) or view.shape(node.outputs[0]) != view.shape(
+    n = fixed_count(view.shape(x), reduced_axes(view, total))
+    if not n or not close(view.scalar(node.inputs[1]), n) or view.shape(node.outputs[0]) != view.shape(
             total.outputs[0]):
         return False
     view.replace(node, "reduce_mean", [x], total.attrs)

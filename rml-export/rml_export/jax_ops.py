@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from .ir import ValueType
 
 #: Primitives never evaluated at export time even on constants.
 NO_FOLD = {"scan", "while", "cond"}
@@ -199,7 +198,8 @@ def _broadcast_in_dim(lw, eqn, ins):
     x = reshape_to(lw, x, inserted)
     if inserted == shape:
         return x
-    return lw.emit("expand", [x], {"shape": shape}, shape, dtype)
+    return lw.emit("expand", [x], {"shape": lw.shape_attr(inserted, shape, "expand")}, shape,
+                   dtype)
 
 
 def _reshape(lw, eqn, ins):
@@ -227,10 +227,12 @@ def _concatenate(lw, eqn, ins):
 
 def _split(lw, eqn, ins):
     sizes = [int(s) for s in eqn.params["sizes"]]
-    types = [ValueType(*reversed(_out(eqn, k))) for k in range(len(eqn.outvars))]
-    return lw.graph.add_node("split", [ins[0]], {"axis": int(eqn.params["axis"]),
-                                                 "sizes": sizes},
-                             outputs=["split"] * len(sizes), types=types)
+    outs = lw.graph.add_node("split", [ins[0]], {"axis": int(eqn.params["axis"]),
+                                                 "sizes": sizes}, outputs=["split"] * len(sizes))
+    for k, value in enumerate(outs):
+        shape, dtype = _out(eqn, k)
+        lw.define(value, dtype, shape)
+    return outs
 
 
 def slice_(lw, x: str, starts, ends, steps=None, shape=None) -> str:
@@ -242,7 +244,10 @@ def slice_(lw, x: str, starts, ends, steps=None, shape=None) -> str:
     if not axes:
         return x
     if shape is None:
-        shape = [len(range(starts[a], ends[a], steps[a])) for a in range(len(src))]
+        shape = [len(range(starts[a], ends[a], steps[a])) if a in axes else src[a]
+                 for a in range(len(src))]
+    if any(not isinstance(v, int) for a in axes for v in (starts[a], src[a])):
+        raise lw.error("slicing a symbolic dim is not supported")
     attrs = {"starts": [int(starts[a]) for a in axes], "ends": [int(ends[a]) for a in axes],
              "axes": axes}
     if any(steps[a] != 1 for a in axes):
@@ -263,7 +268,7 @@ def _static_starts(lw, values: list[str], sizes, src) -> list[int]:
         if v not in lw.known:
             raise lw.error("the slice start depends on the inputs; only starts known while "
                            "tracing are supported")
-        starts.append(int(np.clip(int(lw.known[v]), 0, dim - size)))
+        starts.append(0 if size == dim else int(np.clip(int(lw.known[v]), 0, dim - size)))
     return starts
 
 
@@ -271,7 +276,8 @@ def _dynamic_slice(lw, eqn, ins):
     x, index = ins[0], ins[1:]
     sizes = [int(s) for s in eqn.params["slice_sizes"]]
     starts = _static_starts(lw, index, sizes, lw.shape(x))
-    return slice_(lw, x, starts, [s + n for s, n in zip(starts, sizes)])
+    shape, _ = _out(eqn)
+    return slice_(lw, x, starts, [s + n for s, n in zip(starts, sizes)], shape=shape)
 
 
 def _dynamic_update_slice(lw, eqn, ins):
@@ -416,30 +422,46 @@ def _strip_index_wrap(lw, ids: str) -> str:
     return ids
 
 
+def _take_axis(eqn, src, idx) -> int | None:
+    """The axis ``a`` when the gather is NumPy ``take(operand, indices[..., 0], axis=a)``
+    (an embedding lookup ``table[ids]``, ``x[:, t]``): one collapsed axis, the rest of
+    the operand kept whole, the index batch dims in place of axis ``a``."""
+    dn = eqn.params["dimension_numbers"]
+    collapsed = tuple(dn.collapsed_slice_dims)
+    if (len(collapsed) != 1 or tuple(dn.start_index_map) != collapsed or not idx
+            or idx[-1] != 1 or tuple(getattr(dn, "operand_batching_dims", ()))):
+        return None
+    (a,) = collapsed
+    batch = len(idx) - 1
+    offsets = tuple(range(a)) + tuple(range(a + batch, batch + len(src) - 1))
+    sizes = tuple(1 if j == a else d for j, d in enumerate(src))
+    if tuple(dn.offset_dims) != offsets or tuple(eqn.params["slice_sizes"]) != sizes:
+        return None
+    return a
+
+
 def _gather(lw, eqn, ins):
     data, indices = ins
-    dn = eqn.params["dimension_numbers"]
     src, idx = lw.shape(data), lw.shape(indices)
     shape, dtype = _out(eqn)
-    embedding = (
-        tuple(dn.collapsed_slice_dims) == (0,) and tuple(dn.start_index_map) == (0,)
-        and not tuple(getattr(dn, "operand_batching_dims", ()))
-        and idx and idx[-1] == 1
-        and tuple(dn.offset_dims) == tuple(range(len(idx) - 1, len(idx) - 2 + len(src)))
-        and tuple(eqn.params["slice_sizes"]) == (1, *src[1:])
-    )
-    if embedding:
+    axis = _take_axis(eqn, src, idx)
+    if axis is not None and indices in lw.known:
+        picked = lw.known[indices].reshape(idx[:-1]).astype(np.int64)
+        if isinstance(src[axis], int) and np.all((picked >= 0) & (picked < src[axis])):
+            ids = lw.constant(picked, "index")
+            return lw.emit("gather", [data, ids], {"axis": axis}, shape, dtype)
+    elif axis is not None:
         node = lw.graph.producers().get(indices)
         if node is not None and node.op == "reshape" and lw.shape(node.inputs[0]) == idx[:-1]:
             ids = node.inputs[0]
         else:
             ids = reshape_to(lw, indices, idx[:-1])
         ids = _strip_index_wrap(lw, ids)
-        return lw.emit("gather", [data, ids], None, shape, dtype)
+        return lw.emit("gather", [data, ids], {"axis": axis}, shape, dtype)
     if indices in lw.known:
         return _static_gather(lw, eqn, data, indices)
-    raise lw.error("only embedding lookups (jnp.take / table[ids] along axis 0) and "
-                   "gathers at constant indices are supported")
+    raise lw.error("only NumPy-style takes along one axis (embedding lookups, x[:, ids]) "
+                   "and gathers at constant indices are supported")
 
 
 def _static_gather(lw, eqn, data, indices):
@@ -448,10 +470,13 @@ def _static_gather(lw, eqn, data, indices):
     import jax
 
     src = lw.shape(data)
-    positions = np.arange(int(np.prod(src)), dtype=np.int32).reshape(src)
+    if not all(isinstance(d, int) for d in src):
+        raise lw.error("a gather at constant indices from a symbolically shaped operand is "
+                       "not supported")
+    positions = np.arange(math.prod(src), dtype=np.int32).reshape(src)
     with jax.ensure_compile_time_eval():
         picked = np.asarray(eqn.primitive.bind(positions, lw.known[indices], **eqn.params))
-    flat = reshape_to(lw, data, [int(np.prod(src))])
+    flat = reshape_to(lw, data, [math.prod(src)])
     shape, dtype = _out(eqn)
     return lw.emit("gather", [flat, lw.constant(picked, "gather_index")], None, shape, dtype)
 
@@ -475,9 +500,9 @@ def _dot_general(lw, eqn, ins):
             attrs = {"transpose_b": True} if rc == [1] else None
             return lw.emit("matmul", [lhs, rhs], attrs, shape, dtype)
     batch = [ls[d] for d in lb]
-    m = int(np.prod([ls[d] for d in lfree]))
-    n = int(np.prod([rs[d] for d in rfree]))
-    k = int(np.prod([ls[d] for d in lc]))
+    m = math.prod(ls[d] for d in lfree)
+    n = math.prod(rs[d] for d in rfree)
+    k = math.prod(ls[d] for d in lc)
     attrs = {}
     if len(lfree) == 1 and len(lc) == 1 and lb + lc + lfree == list(range(len(ls))):
         a, attrs["transpose_a"] = reshape_to(lw, lhs, batch + [k, m]), True

@@ -17,8 +17,8 @@ import math
 from . import jax_attention, jax_norms
 from .ir import Graph, Node
 from .jax_match import (
-    View, broadcast_shape, channel_constant, close, constant_of_shape, reduced, scaled_by,
-    scalar_last, strip_ones,
+    View, broadcast_shape, channel_constant, close, constant_of_shape, fixed_count, reduced,
+    scaled_by, scalar_last, strip_ones,
 )
 from .passes import dead_code, remove_identities
 
@@ -181,7 +181,7 @@ def _upsample(view: View, node: Node) -> bool:
         return False
     x = split.inputs[0]
     xs, ys = view.shape(x), view.shape(node.outputs[0])
-    if len(xs) != 4 or view.shape(grown.inputs[0]) is None:
+    if len(xs) != 4 or fixed_count(xs, (2, 3)) is None:
         return False
     scale = None
     for axis in (2, 3):

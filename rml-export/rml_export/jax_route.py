@@ -16,6 +16,9 @@ counters), and hands every other equation to its lowering in :mod:`rml_export.ja
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 
 from . import jax_ops, jax_patterns
@@ -54,6 +57,28 @@ def widen(array: np.ndarray) -> np.ndarray:
     if array.dtype.kind in "iu" and array.dtype != np.int64:
         return array.astype(np.int64)
     return array
+
+
+_MONOMIAL = re.compile(r"^(\d+\*)?[A-Za-z_]\w*(\*[A-Za-z_]\w*)*$")
+
+
+def graph_dim(dim):
+    """A traced dim as rml-graph writes it: an integer, a monomial such as ``"N"`` or
+    ``"8*N"`` (a symbolic dim of ``symbols=``), else ``"?"`` (not declared)."""
+    if isinstance(dim, (int, np.integer)):
+        return int(dim)
+    text = str(dim).replace(" ", "")
+    return text if _MONOMIAL.match(text) else "?"
+
+
+def graph_shape(shape) -> list:
+    """:func:`graph_dim` of every dim."""
+    return [graph_dim(d) for d in shape]
+
+
+def is_fixed(shape) -> bool:
+    """True when every dim of a traced shape is an integer."""
+    return all(isinstance(d, (int, np.integer)) for d in shape)
 
 
 def _key_name(entry) -> str:
@@ -110,12 +135,45 @@ class Lowering:
         self.derived: dict[str, str] = {}
         self.eqn = None
         self.calls: list = []
+        self.dims: dict[str, list] = {}
 
     # -- values -------------------------------------------------------------------------
 
-    def shape(self, value: str) -> list[int]:
-        """The fixed shape of a graph value."""
+    def shape(self, value: str) -> list:
+        """The traced shape of a graph value: integers, and JAX's symbolic dims where the
+        export has ``symbols``."""
+        if value in self.dims:
+            return list(self.dims[value])
         return list(self.graph.types[value].shape)
+
+    def define(self, value: str, dtype: str, shape) -> None:
+        """Record a value's dtype and traced shape (the graph gets :func:`graph_shape`)."""
+        self.dims[value] = list(shape)
+        self.graph.types[value] = ValueType(dtype, graph_shape(shape))
+
+    def shape_attr(self, src, dst, op: str) -> list:
+        """The ``shape`` attribute of a ``reshape`` (``op``) or ``expand`` from traced
+        shape ``src`` to ``dst``: integers and symbols as they are, another symbolic dim
+        as ``0`` (reshape: same as the input's) or ``-1`` (expand: keep; reshape: the
+        one inferred entry)."""
+        attr, inferred = [], 0
+        offset = len(dst) - len(src)
+        for i, d in enumerate(dst):
+            name = graph_dim(d)
+            if isinstance(name, int) or (name != "?" and "*" not in name):
+                attr.append(name)
+                continue
+            j = i if op == "reshape" else i - offset
+            if op == "expand" and 0 <= j < len(src) and src[j] == d:
+                attr.append(-1)
+            elif op == "reshape" and j < len(src) and src[j] == d:
+                attr.append(0)
+            elif op == "reshape" and not inferred:
+                attr.append(-1)
+                inferred = 1
+            else:
+                raise self.error(f"cannot write the symbolic {op} target {graph_shape(dst)}")
+        return attr
 
     def dtype(self, value: str) -> str:
         """The rml-graph dtype of a graph value."""
@@ -137,8 +195,8 @@ class Lowering:
     def emit(self, op: str, inputs: list[str], attrs: dict | None, shape, dtype: str,
              hint: str | None = None) -> str:
         """Append one single-output node whose output has ``shape`` and ``dtype``."""
-        (out,) = self.graph.add_node(op, inputs, attrs, outputs=[hint or op],
-                                     types=[ValueType(dtype, list(shape))])
+        (out,) = self.graph.add_node(op, inputs, attrs, outputs=[hint or op])
+        self.define(out, dtype, shape)
         return out
 
     def layout(self, op: str, x: str, attrs: dict, shape) -> str:
@@ -150,6 +208,8 @@ class Lowering:
             if op == "transpose":
                 return self.derive(x, np.transpose(self.constant_value(x), attrs["perm"]))
             return self.derive(x, self.constant_value(x).reshape(shape))
+        if op == "reshape":
+            attrs = {"shape": self.shape_attr(self.shape(x), shape, "reshape")}
         return self.emit(op, [x], attrs, shape, self.dtype(x))
 
     def constant_value(self, x: str) -> np.ndarray:
@@ -239,8 +299,10 @@ class Lowering:
         small; ``None`` when it must be lowered instead."""
         if not all(v in self.known for v in ins) or eqn.primitive.name in jax_ops.NO_FOLD:
             return None
+        if not all(is_fixed(v.aval.shape) for v in eqn.outvars):
+            return None
         sizes = [self.known[v].size for v in ins]
-        out_size = sum(int(np.prod(v.aval.shape)) for v in eqn.outvars)
+        out_size = sum(math.prod(v.aval.shape) for v in eqn.outvars)
         if out_size > max([FOLD_LIMIT, *sizes]):
             return None
         import jax
@@ -320,20 +382,46 @@ def _rename_derived(lowering: Lowering) -> None:
     graph.rename_uses(mapping)
 
 
+def _symbolic_specs(inputs: dict, symbols: dict) -> dict:
+    """``jax.ShapeDtypeStruct`` s for the inputs, with the dims ``symbols`` names
+    (``{"x": {0: "N"}}``) symbolic; one JAX symbol per name across inputs."""
+    import jax
+
+    names = sorted({str(n) for dims in symbols.values() for n in dims.values()})
+    for name in names:
+        if not _MONOMIAL.match(name) or "*" in name or name[0].isdigit():
+            raise ExportError("jax", "symbols", f"{name!r} is not a symbol name (letters, "
+                              "digits and _, not starting with a digit)")
+    scope = dict(zip(names, jax.export.symbolic_shape(", ".join(names))))
+    specs = {}
+    for key, value in inputs.items():
+        dims = list(value.shape)
+        for axis, name in symbols.get(key, {}).items():
+            if not -len(dims) <= axis < len(dims):
+                raise ExportError("jax", "symbols", f"input {key!r} has no axis {axis}")
+            dims[axis] = scope[str(name)]
+        dtype = value.dtype if value.dtype.kind not in "iu" else np.int32
+        specs[key] = jax.ShapeDtypeStruct(tuple(dims), dtype)
+    unknown = set(symbols) - set(inputs)
+    if unknown:
+        raise ExportError("jax", "symbols", f"no input named {sorted(unknown)}")
+    return specs
+
+
 def export(fn, params, example_inputs, *, symbols=None) -> Graph:
     """Export ``fn(params, **example_inputs)`` as an rml-graph.
 
     ``params`` is a pytree (nested dicts) of arrays; every leaf becomes a constant named
     by its key path joined with ``"."``. ``example_inputs`` maps input names to arrays
-    that fix the traced shapes. Outputs: one array -> ``"y"``; a dict -> its keys in
-    insertion order; a tuple or list -> ``"y0"``, ``"y1"``, …
+    that fix the traced shapes; ``symbols`` (``{"x": {0: "N"}}``) makes input dims
+    symbolic, traced with JAX's shape polymorphism (``jax.export.symbolic_shape``).
+    Outputs: one array -> ``"y"``; a dict -> its keys in insertion order; a tuple or
+    list -> ``"y0"``, ``"y1"``, …
     """
     import jax
 
-    if symbols:
-        raise ExportError("jax", "symbols", "symbolic (dynamic) input dims are not supported "
-                          "by the JAX route yet; export with the shapes to run")
     inputs = {k: np.asarray(v) for k, v in example_inputs.items()}
+    specs = _symbolic_specs(inputs, symbols) if symbols else inputs
     layout: dict = {}
 
     def traced(p, kw):
@@ -342,7 +430,11 @@ def export(fn, params, example_inputs, *, symbols=None) -> Graph:
             layout["names"] = list(out.keys())
         return out
 
-    closed, out_shape = jax.make_jaxpr(traced, return_shape=True)(params, inputs)
+    try:
+        closed, out_shape = jax.make_jaxpr(traced, return_shape=True)(params, specs)
+    except jax.export.InconclusiveDimensionOperation as e:  # a symbolic dim met a branch
+        raise ExportError("jax", "symbols", f"the model cannot be traced with symbolic "
+                          f"dims {symbols}: {e}") from None
     param_leaves = jax.tree_util.tree_flatten_with_path(params)[0]
     input_leaves = jax.tree_util.tree_flatten_with_path(inputs)[0]
     if len(param_leaves) + len(input_leaves) != len(closed.jaxpr.invars):
@@ -356,7 +448,8 @@ def export(fn, params, example_inputs, *, symbols=None) -> Graph:
         args.append(graph.add_constant(np.asarray(leaf), _path_name(path)))
     for (path, _), var in zip(input_leaves, closed.jaxpr.invars[len(param_leaves):]):
         name = _key_name(path[0])
-        graph.add_input(name, graph_dtype(var.aval.dtype), list(var.aval.shape))
+        graph.add_input(name, graph_dtype(var.aval.dtype), graph_shape(var.aval.shape))
+        lowering.dims[name] = list(var.aval.shape)
         args.append(name)
 
     out_leaves = jax.tree_util.tree_flatten_with_path(out_shape)[0]
@@ -377,7 +470,7 @@ def export(fn, params, example_inputs, *, symbols=None) -> Graph:
     values = lowering.run(closed.jaxpr, list(closed.consts), args)
     for name, index in out_names:
         aval = closed.jaxpr.outvars[index].aval
-        vtype = ValueType(graph_dtype(aval.dtype), list(aval.shape))
+        vtype = ValueType(graph_dtype(aval.dtype), graph_shape(aval.shape))
         graph.nodes.append(Node("identity", [values[index]], [name]))
         graph.types[name] = vtype
         graph.outputs.append(name)
