@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 
-#: Primitives never evaluated at export time even on constants.
-NO_FOLD = {"scan", "while", "cond"}
+#: Primitives never evaluated at export time even on constants (``dim_as_value`` turns
+#: a symbolic dim into a number, which a graph cannot hold).
+NO_FOLD = {"scan", "while", "cond", "dim_as_value"}
 
 
 def _out(eqn, k: int = 0):

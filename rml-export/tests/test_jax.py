@@ -9,7 +9,7 @@ jnp = jax.numpy
 
 import rml_export  # noqa: E402
 from rml_export import ExportError  # noqa: E402
-from rml_runner import assert_outputs_close, run_exported  # noqa: E402
+from rml_runner import assert_outputs_close, run_exported, run_graph  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -152,6 +152,13 @@ def test_embedding_lookups(tmp_path):
     assert ops(graph).count("gather") == 2
 
 
+def test_takes_along_other_axes(tmp_path):
+    def f(p, x, ids):
+        return x[:, 2], x[:, ids], jnp.take(x, ids, axis=2), x[:, jnp.array([0, 3])]
+
+    check(tmp_path, f, {}, {"x": rand(2, 4, 5), "ids": np.array([3, 1, 1], np.int64)})
+
+
 def test_one_hot_and_iota(tmp_path):
     def f(p, ids, x):
         onehot = jax.nn.one_hot(ids, 5)
@@ -188,8 +195,14 @@ def test_nested_jit_custom_jvp_and_remat(tmp_path):
     def block(x):
         return inner(x) * 2.0
 
+    @jax.custom_vjp
+    def doubled_sin(x):
+        return jnp.sin(x) * 2.0
+
+    doubled_sin.defvjp(lambda x: (doubled_sin(x), x), lambda x, g: (2.0 * g * jnp.cos(x),))
+
     def f(p, x):
-        return block(x) + jax.nn.softplus(x) + jax.nn.relu6(x)
+        return block(x) + jax.nn.softplus(x) + jax.nn.relu6(x) + doubled_sin(x)
 
     check(tmp_path, f, {}, {"x": rand(3, 5) * 3})
 
@@ -241,6 +254,41 @@ def test_conv_norms_and_upsampling_become_single_ops(tmp_path):
 
     graph = check(tmp_path, f, params, {"x": rand(2, 3, 5, 6)})
     assert ops(graph) == ["conv2d", "batch_norm", "group_norm", "silu", "upsample_nearest2d"]
+
+
+def test_symbolic_batch_runs_at_other_batch_sizes(tmp_path):
+    params = {"w": rand(6, 4), "emb": rand(10, 4), "g": rand(4), "b": rand(4)}
+
+    def f(p, x, ids):
+        h = x @ p["w"] + p["emb"][ids]                        # [N, S, 4]
+        n, s, d = h.shape
+        heads = h.reshape(n, s, 2, d // 2).transpose(0, 2, 1, 3)
+        att = jax.nn.softmax(heads @ heads.transpose(0, 1, 3, 2), axis=-1) @ heads
+        h = att.transpose(0, 2, 1, 3).reshape(n, s, d)
+        mean = h.mean(-1, keepdims=True)
+        var = jnp.square(h - mean).mean(-1, keepdims=True)
+        h = (h - mean) * jax.lax.rsqrt(var + 1e-5) * p["g"] + p["b"]
+        return {"h": h, "pooled": h.reshape(n * s, d).sum(0)}
+
+    inputs = {"x": rand(2, 3, 6), "ids": RNG.integers(0, 10, (2, 3))}
+    graph = rml_export.export_jax(f, params, inputs, symbols={"x": {0: "N"}, "ids": {0: "N"}})
+    assert graph.types["x"].shape == ["N", 3, 6]
+    assert graph.types["h"].shape == ["N", 3, 4]
+    path = rml_export.save(graph, tmp_path / "graph.json")
+    for batch in (2, 5):
+        batch_inputs = {"x": rand(batch, 3, 6), "ids": RNG.integers(0, 10, (batch, 3))}
+        got = run_graph(path, batch_inputs, tmp_path / f"b{batch}")
+        assert_outputs_close(got, reference(f, params, batch_inputs))
+
+
+def test_bad_symbols_are_refused():
+    with pytest.raises(ExportError) as err:
+        rml_export.export_jax(lambda p, x: x, {}, {"x": rand(2)}, symbols={"x": {3: "N"}})
+    assert "no axis 3" in str(err.value)
+    with pytest.raises(ExportError) as err:  # a symbolic size used as a number
+        rml_export.export_jax(lambda p, x: x.mean(0), {}, {"x": rand(2, 3)},
+                              symbols={"x": {0: "N"}})
+    assert err.value.op == "dim_as_value"
 
 
 def test_unsupported_primitive_names_it():
