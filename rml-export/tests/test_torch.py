@@ -366,3 +366,27 @@ def test_data_dependent_index_is_an_error():
     model = Fn(lambda m, x, y: x[:, y[0] > 0])
     with pytest.raises(ExportError):
         rml_export.export_torch(model, {"x": rand(2, 3), "b": rand(2, 3)})
+
+
+# -- the zoo with a symbolic batch ----------------------------------------------------
+
+try:
+    from zoo.models import MODELS as ZOO
+except ImportError:  # the zoo lives beside rml-export in the repository
+    ZOO = ()
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_model_with_symbolic_batch(name, tmp_path):
+    """Every zoo model exports with batch "N" and matches PyTorch at another batch (the
+    committed fixtures cover the fixed batch)."""
+    from zoo import torch_models, weights
+
+    model = torch_models.build(name, "tiny")
+    example = weights.inputs(name, "tiny")
+    symbols = {k: {0: "N"} for k, v in example.items() if v.ndim >= 1}
+    graph = rml_export.export_torch(model, example, symbols=symbols)
+    assert all(graph.types[k].shape[0] == "N" for k in symbols)
+    inputs = weights.inputs(name, "tiny", batch=3)
+    got = run_exported(graph, inputs, tmp_path)
+    assert_outputs_close(got, torch_outputs(model, inputs))
