@@ -386,20 +386,20 @@ def _squeeze(L, op) -> None:
 
 def _concat(L, op) -> None:
     axis = _axis(int(L.static(op, len(op.inputs) - 1, "axis")), _rank(op.outputs[0]))
-    values = [L.value(t) for t in op.inputs[:-1]]
-    if len(values) == 1:
-        L.bind(op, values[0])
-        return
-    L.emit(op, "concat", values, {"axis": axis})
+    _join(L, op, [L.value(t) for t in op.inputs[:-1]], axis)
 
 
 def _pack(L, op) -> None:
     axis = _axis(op.get_attr("axis"), _rank(op.outputs[0]))
-    parts = [L.tmp(op, "unsqueeze", [L.value(t)], {"axes": [axis]}, _dtype(t)) for t in op.inputs]
-    if len(parts) == 1:
-        L.bind(op, parts[0])
-        return
-    L.emit(op, "concat", parts, {"axis": axis})
+    _join(L, op, [L.tmp(op, "unsqueeze", [L.value(t)], {"axes": [axis]}, _dtype(t))
+                  for t in op.inputs], axis)
+
+
+def _join(L, op, values: list[str], axis: int) -> None:
+    if len(values) == 1:
+        L.bind(op, values[0])
+    else:
+        L.emit(op, "concat", values, {"axis": axis})
 
 
 def _unpack(L, op) -> None:

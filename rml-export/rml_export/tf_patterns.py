@@ -144,28 +144,34 @@ def linear_bias(graph: Graph) -> bool:
     return changed
 
 
-def gelu(graph: Graph) -> bool:
-    """``0.5·x·(1 ± erf(±x/√2))`` -> ``gelu``; the tanh form -> ``gelu_tanh``."""
+def _rewrite(graph: Graph, op: str, match) -> bool:
+    """Replace every ``op`` node for which ``match(view, node)`` gives ``(op, inputs)``."""
     v = _View(graph)
     changed = False
     for node in graph.nodes:
-        if node.op != "mul":
-            continue
-        for half_x, rest in _pairs(node):
-            x = _times(v, half_x, 0.5)
-            if x is not None and (_erf_term(v, rest, x) or _tanh_term(v, rest, x)):
-                _replace(node, "gelu" if _erf_term(v, rest, x) else "gelu_tanh", [x])
-                changed = True
-                break
-            # x · (0.5·(1 + …))
-            inner = _times(v, rest, 0.5)
-            if inner is not None and (_erf_term(v, inner, half_x)
-                                      or _tanh_term(v, inner, half_x)):
-                op = "gelu" if _erf_term(v, inner, half_x) else "gelu_tanh"
-                _replace(node, op, [half_x])
-                changed = True
-                break
+        found = match(v, node) if node.op == op else None
+        if found is not None:
+            _replace(node, *found)
+            changed = True
     return changed
+
+
+def gelu(graph: Graph) -> bool:
+    """``0.5·x·(1 ± erf(±x/√2))`` -> ``gelu``; the tanh form -> ``gelu_tanh``."""
+    return _rewrite(graph, "mul", _match_gelu)
+
+
+def _match_gelu(v: _View, node: Node):
+    for half_x, rest in _pairs(node):
+        # (0.5·x)·(1 + …), or x·(0.5·(1 + …))
+        for x, term in ((_times(v, half_x, 0.5), rest), (half_x, _times(v, rest, 0.5))):
+            if x is None or term is None:
+                continue
+            if _erf_term(v, term, x):
+                return "gelu", [x]
+            if _tanh_term(v, term, x):
+                return "gelu_tanh", [x]
+    return None
 
 
 def _times(v: _View, value: str, k: float) -> str | None:
@@ -236,18 +242,15 @@ def _tanh_term(v: _View, value: str, x: str) -> bool:
 
 def silu(graph: Graph) -> bool:
     """``x·sigmoid(x)`` (or ``sigmoid(1·x)``) -> ``silu``."""
-    v = _View(graph)
-    changed = False
-    for node in graph.nodes:
-        if node.op != "mul":
-            continue
-        for x, s in _pairs(node):
-            sig = v.node(s, "sigmoid")
-            if sig is not None and (sig.inputs[0] == x or _times(v, sig.inputs[0], 1.0) == x):
-                _replace(node, "silu", [x])
-                changed = True
-                break
-    return changed
+    return _rewrite(graph, "mul", _match_silu)
+
+
+def _match_silu(v: _View, node: Node):
+    for x, s in _pairs(node):
+        sig = v.node(s, "sigmoid")
+        if sig is not None and (sig.inputs[0] == x or _times(v, sig.inputs[0], 1.0) == x):
+            return "silu", [x]
+    return None
 
 
 def layer_norm(graph: Graph) -> bool:
@@ -280,23 +283,19 @@ def _norm_inputs(x: str, scale: str | None, bias: str | None) -> list[str]:
     return inputs
 
 
-def _absorb_param(v: _View, node: Node) -> bool:
-    """``layer_norm(x)·γ`` -> ``layer_norm(x, γ)``; ``layer_norm(x, γ?) + β`` -> bias."""
+def _absorb_param(v: _View, node: Node, norm_op: str = "layer_norm", fits=None) -> bool:
+    """``norm(x)·γ`` -> ``norm(x, γ)``; ``norm(x, γ?) + β`` -> ``norm(x, γ?, β)`` when
+    ``fits(view, constant, x, attrs)`` accepts the constant (a layer norm's by default)."""
+    fits = fits or (lambda v, p, x, attrs: _param(v, p, x, attrs.get("axis", -1)))
     for a, p in _pairs(node):
-        ln = v.node(a, "layer_norm", single_use=True)
-        if ln is None or p not in v.graph.constants or v.uses.get(p) != 1:
+        norm = v.node(a, norm_op, single_use=True)
+        if norm is None or p not in v.graph.constants or v.uses.get(p) != 1:
             continue
-        x, scale, bias = (ln.inputs + ["", ""])[:3]
-        if bias or (node.op == "mul" and scale):
+        x, scale, bias = (norm.inputs + ["", ""])[:3]
+        if bias or (node.op == "mul" and scale) or not fits(v, p, x, norm.attrs):
             continue
-        axis = ln.attrs.get("axis", -1)
-        if not _param(v, p, x, axis):
-            continue
-        if node.op == "mul":
-            scale = p
-        else:
-            bias = p
-        _replace(node, "layer_norm", _norm_inputs(x, scale, bias), ln.attrs)
+        scale, bias = (p, bias) if node.op == "mul" else (scale, p)
+        _replace(node, norm_op, _norm_inputs(x, scale, bias), norm.attrs)
         return True
     return False
 
@@ -424,7 +423,7 @@ def group_norm(graph: Graph) -> bool:
                 _replace(node, "group_norm", [x], {"num_groups": groups, "epsilon": eps})
                 changed = True
         elif node.op in ("mul", "add"):
-            changed |= _absorb_channel_param(v, node)
+            changed |= _absorb_param(v, node, "group_norm", _channel_param)
     return changed
 
 
@@ -442,28 +441,17 @@ def _group_norm(v: _View, node: Node):
     return x, grouped[1], ln.attrs.get("epsilon", 1e-5)
 
 
-def _absorb_channel_param(v: _View, node: Node) -> bool:
-    for a, p in _pairs(node):
-        gn = v.node(a, "group_norm", single_use=True)
-        array = v.graph.constants.get(p)
-        if gn is None or array is None or v.uses.get(p) != 1:
-            continue
-        x, scale, bias = (gn.inputs + ["", ""])[:3]
-        channels = v.shape(x)[1]
-        rank = len(v.shape(x))
-        trailing = array.shape[array.ndim - (rank - 1):] if array.ndim >= rank - 1 else None
-        if (bias or (node.op == "mul" and scale) or trailing is None or array.size != channels
-                or trailing[0] != channels or any(d != 1 for d in array.shape if d != channels)):
-            continue
-        v.graph.constants[p] = np.ascontiguousarray(array.reshape(channels))
-        v.graph.types[p] = ValueType(v.graph.types[p].dtype, [channels])
-        if node.op == "mul":
-            scale = p
-        else:
-            bias = p
-        _replace(node, "group_norm", _norm_inputs(x, scale, bias), gn.attrs)
-        return True
-    return False
+def _channel_param(v: _View, p: str, x: str, attrs: dict) -> bool:
+    """Whether constant ``p`` holds one value per channel of ``x`` (``[C, 1, 1]``);
+    reshaped to ``[C]`` in place."""
+    array = v.graph.constants[p]
+    channels, rank = v.shape(x)[1], len(v.shape(x))
+    shape = array.shape[max(array.ndim - (rank - 1), 0):]  # [1, C, 1, 1] -> [C, 1, 1]
+    if array.size != channels or (shape and shape[0] != channels):
+        return False
+    v.graph.constants[p] = np.ascontiguousarray(array.reshape(channels))
+    v.graph.types[p] = ValueType(v.graph.types[p].dtype, [channels])
+    return True
 
 
 def attention(graph: Graph) -> bool:

@@ -36,11 +36,9 @@ class Fn(tf.Module):
 def tf_outputs(module, inputs):
     """TF's own outputs by rml output name (single -> "y", dict -> keys, tuple -> yN)."""
     out = module(**{k: tf.constant(v) for k, v in inputs.items()})
-    if isinstance(out, dict):
-        return {k: v.numpy() for k, v in out.items()}
     if isinstance(out, (tuple, list)):
-        return {f"y{i}": v.numpy() for i, v in enumerate(out)}
-    return {"y": out.numpy()}
+        out = {f"y{i}": v for i, v in enumerate(out)}
+    return {k: v.numpy() for k, v in (out if isinstance(out, dict) else {"y": out}).items()}
 
 
 def check(module, inputs, tmp_path, rtol=1e-4, atol=1e-4, **options):
