@@ -408,6 +408,32 @@ def _symbolic_specs(inputs: dict, symbols: dict) -> dict:
     return specs
 
 
+def _tidy_names(graph: Graph) -> None:
+    """Name every intermediate value after the op that writes it, in node order
+    (``layer_norm``, ``layer_norm_1``, …): the patterns keep the names of the nodes
+    they replace, which would otherwise read ``add_3`` for a layer norm."""
+    fixed = set(graph.inputs) | set(graph.constants) | set(graph.outputs)
+    mapping, counts = {}, {}
+    for node in graph.nodes:
+        for value in node.outputs:
+            if value in fixed:
+                continue
+            k = counts.get(node.op, 0)
+            name = node.op if k == 0 else f"{node.op}_{k}"
+            while name in fixed:
+                k += 1
+                name = f"{node.op}_{k}"
+            counts[node.op] = k + 1
+            mapping[value] = name
+    for node in graph.nodes:
+        node.inputs = [mapping.get(v, v) for v in node.inputs]
+        node.outputs = [mapping.get(v, v) for v in node.outputs]
+    types = {k: graph.types[k] for k in fixed if k in graph.types}
+    types.update({new: graph.types[old] for old, new in mapping.items() if old in graph.types})
+    graph.types = types
+    graph._taken.update(mapping.values())  # noqa: SLF001 - keep fresh_name() correct
+
+
 def export(fn, params, example_inputs, *, symbols=None) -> Graph:
     """Export ``fn(params, **example_inputs)`` as an rml-graph.
 
@@ -446,6 +472,7 @@ def export(fn, params, example_inputs, *, symbols=None) -> Graph:
     args = []
     for path, leaf in param_leaves:
         args.append(graph.add_constant(np.asarray(leaf), _path_name(path)))
+    param_names = list(args)  # constants are written parameters first, in pytree order
     for (path, _), var in zip(input_leaves, closed.jaxpr.invars[len(param_leaves):]):
         name = _key_name(path[0])
         graph.add_input(name, graph_dtype(var.aval.dtype), graph_shape(var.aval.shape))
@@ -477,4 +504,8 @@ def export(fn, params, example_inputs, *, symbols=None) -> Graph:
     jax_patterns.fuse(graph)
     clean_up(graph)
     _rename_derived(lowering)
+    _tidy_names(graph)
+    order = {name: i for i, name in enumerate(param_names)}
+    graph.constants = dict(sorted(graph.constants.items(),
+                                  key=lambda kv: order.get(kv[0], len(order))))
     return graph
