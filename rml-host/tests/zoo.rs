@@ -72,16 +72,20 @@ fn mismatch(graph: &Graph, got: &[DenseTensor], want: &[DenseTensor]) -> Option<
         }
         match (&g.data, &w.data) {
             (Buffer::F32(g), Buffer::F32(w)) => {
-                let worst = g
+                let within = |a: f32, b: f32| {
+                    (a - b).abs() <= ATOL + RTOL * b.abs() || (a.is_nan() && b.is_nan())
+                };
+                if let Some((i, (a, b))) = g
                     .iter()
                     .zip(w)
                     .enumerate()
-                    .map(|(i, (a, b))| (i, (a - b).abs() - RTOL * b.abs(), *a, *b))
-                    .max_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)));
-                if let Some((i, excess, a, b)) = worst
-                    && !(excess <= ATOL)
+                    .find(|(_, (a, b))| !within(**a, **b))
                 {
-                    return Some(format!("output {name}[{i}]: got {a}, expected {b}"));
+                    let bad = g.iter().zip(w).filter(|(a, b)| !within(**a, **b)).count();
+                    return Some(format!(
+                        "output {name}[{i}]: got {a}, expected {b} ({bad} of {} elements off)",
+                        w.len()
+                    ));
                 }
             }
             (g, w) if g != w => return Some(format!("output {name}: values differ")),
