@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .ir import Graph, Node
 
 
@@ -26,11 +28,14 @@ class View:
         return node if node.op in ((op,) if isinstance(op, str) else op) else None
 
     def scalar(self, value: str) -> float | None:
-        """The value of a one-element constant."""
+        """The value of a one-element constant; a float32 one as its shortest decimal
+        (``1e-05``, not ``9.999999747378752e-06``), so attributes such as ``epsilon``
+        read as written and defaults are recognised."""
         array = self.graph.constants.get(value)
         if array is None or array.size != 1:
             return None
-        return float(array.reshape(-1)[0])
+        item = array.reshape(-1)[0]
+        return float(str(item)) if array.dtype == np.float32 else float(item)
 
     def shape(self, value: str):
         vtype = self.graph.types.get(value)
