@@ -198,6 +198,29 @@ def _erfc(L, op) -> None:
     L.emit(op, "sub", [_scalar(L, 1.0, op.inputs[0]), e])
 
 
+def _log1p(L, op) -> None:
+    x = L.tmp(op, "add", [L.value(op.inputs[0]), _scalar(L, 1.0, op.inputs[0])])
+    L.emit(op, "log", [x])
+
+
+def _expm1(L, op) -> None:
+    e = L.tmp(op, "exp", [L.value(op.inputs[0])])
+    L.emit(op, "sub", [e, _scalar(L, 1.0, op.inputs[0])])
+
+
+def _selu(L, op) -> None:
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    e = L.tmp(op, "elu", [L.value(op.inputs[0])], {"alpha": alpha})
+    L.emit(op, "mul", [e, _scalar(L, scale, op.inputs[0])])
+
+
+def _softsign(L, op) -> None:
+    x = L.value(op.inputs[0])
+    a = L.tmp(op, "abs", [x])
+    d = L.tmp(op, "add", [a, _scalar(L, 1.0, op.inputs[0])])
+    L.emit(op, "div", [x, d])
+
+
 def _square(L, op) -> None:
     x = L.value(op.inputs[0])
     L.emit(op, "mul", [x, x])
@@ -684,6 +707,10 @@ LOWERINGS = {
     "Relu6": _relu6,
     "LeakyRelu": _leaky_relu,
     "Erfc": _erfc,
+    "Log1p": _log1p,
+    "Expm1": _expm1,
+    "Selu": _selu,
+    "Softsign": _softsign,
     "Square": _square,
     "SquaredDifference": _squared_difference,
     "Reciprocal": _reciprocal,

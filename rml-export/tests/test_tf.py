@@ -108,7 +108,8 @@ def test_unary_activations(tmp_path):
             "sqrt": tf.sqrt(pos), "rsqrt": tf.math.rsqrt(pos), "neg": -x, "sin": tf.sin(x),
             "cos": tf.cos(x), "square": tf.square(x), "recip": tf.math.reciprocal(pos),
             "gelu": tf.nn.gelu(x), "gelu_tanh": tf.nn.gelu(x, approximate=True),
-            "silu": tf.nn.silu(x),
+            "silu": tf.nn.silu(x), "log1p": tf.math.log1p(pos), "expm1": tf.math.expm1(x),
+            "selu": tf.nn.selu(x), "softsign": tf.nn.softsign(x),
         }
 
     graph = check(Fn(fn), {"x": rand(3, 7, low=-3, high=3)}, tmp_path)
