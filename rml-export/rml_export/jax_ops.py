@@ -380,6 +380,32 @@ def _max_pool(lw, eqn, ins):
     return transpose(lw, y, back) if back else y
 
 
+def _top_k(lw, eqn, ins):
+    """``lax.top_k`` as ``k`` rounds of max + argmax over the last axis, each masking
+    the winner with ``-inf`` (ties go to the lower index, as in JAX)."""
+    x = ins[0]
+    k = int(eqn.params["k"])
+    shape = lw.shape(x)
+    dtype = lw.dtype(x)
+    if not dtype.startswith(("F", "BF")) or not isinstance(shape[-1], int):
+        raise lw.error("top_k is supported on floats over a fixed last axis")
+    one = shape[:-1] + [1]
+    positions = lw.constant(np.arange(shape[-1], dtype=np.int64), "positions")
+    lowest = lw.scalar(-np.inf, x)
+    values, indices = [], []
+    for j in range(k):
+        values.append(lw.emit("reduce_max", [x], {"axes": [-1], "keepdims": True}, one, dtype))
+        indices.append(lw.emit("argmax", [x], {"axis": -1, "keepdims": True}, one, "I64"))
+        if j + 1 < k:
+            hit = lw.emit("equal", [positions, indices[-1]], None, shape, "BOOL")
+            x = lw.emit("where", [hit, lowest, x], None, shape, dtype)
+    out = shape[:-1] + [k]
+    if k == 1:
+        return [reshape_to(lw, values[0], out), reshape_to(lw, indices[0], out)]
+    return [lw.emit("concat", values, {"axis": -1}, out, dtype, "top_k_values"),
+            lw.emit("concat", indices, {"axis": -1}, out, "I64", "top_k_indices")]
+
+
 def _iota(lw, eqn, ins):
     import jax
 
@@ -616,6 +642,6 @@ LOWERINGS = {
     "transpose": _transpose, "concatenate": _concatenate, "split": _split,
     "slice": _slice, "dynamic_slice": _dynamic_slice,
     "dynamic_update_slice": _dynamic_update_slice, "pad": _pad, "iota": _iota, "rev": _rev,
-    "stack": _stack, "reduce_window_max": _max_pool,
+    "stack": _stack, "reduce_window_max": _max_pool, "top_k": _top_k,
     "gather": _gather, "dot_general": _dot_general, "conv_general_dilated": _conv,
 }

@@ -159,6 +159,20 @@ def test_takes_along_other_axes(tmp_path):
     check(tmp_path, f, {}, {"x": rand(2, 4, 5), "ids": np.array([3, 1, 1], np.int64)})
 
 
+def test_top_k_routing(tmp_path):
+    params = {"router": rand(4, 6), "experts": rand(4, 5, 6)}
+
+    def f(p, x):
+        logits = x @ p["router"].T                           # [T, 4 experts]
+        weights, chosen = jax.lax.top_k(logits, 2)
+        gates = jax.nn.softmax(weights, axis=-1)
+        mask = jax.nn.one_hot(chosen, 4) * gates[..., None]   # [T, 2, 4]
+        outs = jnp.einsum("td,eod->teo", x, p["experts"])   # [T, 4, 5]
+        return jnp.einsum("tke,teo->to", mask, outs), chosen, jax.lax.top_k(x, 1)[0]
+
+    check(tmp_path, f, params, {"x": rand(7, 6)})
+
+
 def test_one_hot_and_iota(tmp_path):
     def f(p, ids, x):
         onehot = jax.nn.one_hot(ids, 5)
