@@ -107,6 +107,9 @@ class Lowerer:
         node = node or self.node
         if node is None:
             raise ExportError("torch", "placeholder", reason)
+        original = node.meta.get("original_aten")
+        if original is not None and str(original) != str(node.target):
+            reason += f" (it comes from PyTorch's decomposition of {original})"
         raise ExportError("torch", str(node.target), reason, location(node))
 
     # -- values -----------------------------------------------------------------------
@@ -225,10 +228,12 @@ class Lowerer:
         for node in fx.nodes:
             if node.op == "placeholder" and node.name not in self.input_names:
                 env[node] = self._lifted(specs[node.name])
+        live = _live_nodes(fx)
         for node in fx.nodes:
             self.node = node
             if node.op == "call_function":
-                env[node] = self._call(node, env)
+                if node in live:
+                    env[node] = self._call(node, env)
             elif node.op == "output":
                 leaves = node.args[0]
                 if len(leaves) != len(out_names):
@@ -282,7 +287,12 @@ class Lowerer:
         if lower is None:
             self.fail("rml-graph has no lowering for this op and PyTorch has no "
                       "decomposition of it into ops that have one")
-        return lower(self, node, _bind(target, args, kwargs))
+        try:
+            return lower(self, node, _bind(target, args, kwargs))
+        except (ExportError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # a case the lowering does not handle: name the op
+            self.fail(f"lowering failed on these arguments ({type(e).__name__}: {e})")
 
     def _all_constant(self, args, kwargs) -> bool:
         values = [v for v in _flat(list(args) + list(kwargs.values())) if isinstance(v, V)]
@@ -313,6 +323,19 @@ class Lowerer:
         vtype = self.vtype(value.dtype, value.shape)
         (out,) = self.g.add_node("identity", [value.name], outputs=[name], types=[vtype])
         self.g.add_output(out, vtype.dtype, vtype.shape)
+
+
+def _live_nodes(fx) -> set:
+    """The nodes the outputs depend on; run-time shape checks (``_assert_async`` and
+    what only feeds them) are not lowered."""
+    live: set = set()
+    stack = [n for n in fx.nodes if n.op == "output"]
+    while stack:
+        for dep in stack.pop().all_input_nodes:
+            if dep not in live:
+                live.add(dep)
+                stack.append(dep)
+    return live
 
 
 def _folds(lower, val) -> bool:

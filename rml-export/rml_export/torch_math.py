@@ -236,6 +236,28 @@ def where(cx, node, a):
                              cx.as_tensor(a["other"], dtype)])
 
 
+@lowers("aten.logical_not.default", "aten.logical_and.default", "aten.logical_or.default",
+        "aten.logical_xor.default", "aten.bitwise_not.default", "aten.bitwise_and.Tensor",
+        "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor")
+def logical(cx, node, a):
+    """Boolean not/and/or/xor as ``where`` with constant true/false."""
+    import torch
+
+    target = str(node.target)
+    operands = [a["self"]] + ([a["other"]] if "other" in a else [])
+    if "bitwise" in target and any(v.dtype != torch.bool for v in operands):
+        cx.fail("bitwise ops on integers are not supported (only on booleans)")
+    x, *rest = [cx.cast(v, torch.bool) for v in operands]
+    true, false = cx.scalar(True, torch.bool), cx.scalar(False, torch.bool)
+    if "not" in target:
+        return cx.emit("where", [x, false, true])
+    if "xor" in target:
+        return cx.emit("not_equal", [x, rest[0]])
+    if "and" in target:
+        return cx.emit("where", [x, rest[0], false])
+    return cx.emit("where", [x, true, rest[0]])
+
+
 @lowers("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
 def masked_fill(cx, node, a):
     """where(mask, value, x)."""

@@ -93,6 +93,9 @@ BINARY = {
     "compare_cast": lambda x, y: ((x < y).float() + (x <= 0.1).float() + (x == x).float()
                                   + (x != y).float() + (x > 1).float()),
     "clamp_tensor": lambda x, y: torch.clamp(x, min=y - 1, max=y + 1),
+    "logical": lambda x, y: (((x > 0) & (y < 1)) | ~(x > y)).float(),
+    "logical_fn": lambda x, y: torch.logical_xor(x > 0, y > 0).float()
+    + torch.logical_or(x > 1, y > 1).float(),
 }
 
 
@@ -274,6 +277,7 @@ LAYOUT = {
     "arange": lambda m, x: x * torch.arange(4.0),
     "to_int_and_back": lambda m, x: (x * 3).to(torch.int64).to(torch.float32),
     "contiguous_clone": lambda m, x: x.transpose(0, 1).contiguous().clone(),
+    "one_hot": lambda m, x: F.one_hot(x.argmax(-1), 5).float(),
 }
 
 
