@@ -260,6 +260,15 @@ class Lowering:
                 continue  # lowered to `expand` to a symbolic shape
             elif op.inputs and all(t.op.name in self._static_ops for t in op.inputs):
                 self._static_ops.add(op.name)
+        # A broadcast of a constant that a lowered op reads stays an `expand` of the
+        # (smaller, named) constant instead of a folded copy of every element.
+        lowered = {t.op.name for op in order if op.name not in self._static_ops
+                   for t in op.inputs} | {t.op.name for t in self.main.outputs}
+        for op in order:
+            if (op.type in EXPANDING and op.name in self._static_ops and op.name in lowered
+                    and op.outputs[0].shape.num_elements()
+                    > op.inputs[-1 if op.type == "Fill" else 0].shape.num_elements()):
+                self._static_ops.discard(op.name)
 
     def _varies(self, tensor) -> bool:
         """Whether ``tensor``'s shape changes with a symbol."""
