@@ -66,7 +66,7 @@ def export(module_or_fn, example_inputs: dict, *, symbols: dict | None = None) -
     ]
     lowering = Lowering(main, alts)
     graph = lowering.graph
-    graph.metadata = {"producer": "rml-export 0.1 (tf)"}
+    graph.metadata = {"producer": "rml-export 0.1", "framework": "tf"}
     for name, value in inputs.items():
         dims = [symbols.get(name, {}).get(i, d) for i, d in enumerate(value.shape)]
         graph.add_input(name, dtype_name(value.dtype), dims)
