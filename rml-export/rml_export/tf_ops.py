@@ -504,12 +504,9 @@ def _strided_slice(L, op) -> None:
 
 
 def _gather(L, op) -> None:
-    if op.type == "GatherV2":
-        if op.get_attr("batch_dims"):
-            raise L.fail(op, "gather with batch_dims has no rml-graph equivalent")
-        axis = _axis(int(L.static(op, 2, "axis")), _rank(op.inputs[0]))
-    else:
-        axis = 0
+    if op.get_attr("batch_dims"):
+        raise L.fail(op, "gather with batch_dims has no rml-graph equivalent")
+    axis = _axis(int(L.static(op, 2, "axis")), _rank(op.inputs[0]))
     indices = op.inputs[1]
     if L.is_static(indices):  # rml runs I64 indices; a fixed index list needs no I32
         ids = L.constant(L.static(op, 1, "indices").astype(np.int64), "indices")
@@ -737,7 +734,6 @@ LOWERINGS = {
     "Slice": _slice,
     "StridedSlice": _strided_slice,
     "GatherV2": _gather,
-    "ResourceGather": _gather,
     "Pad": _pad,
     "PadV2": _pad,
     "MirrorPad": _pad,
