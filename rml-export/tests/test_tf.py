@@ -123,6 +123,7 @@ def test_binary_and_comparisons(tmp_path):
             "min": tf.minimum(a, b), "pow": tf.pow(tf.abs(a) + 1, b),
             "sqdiff": tf.math.squared_difference(a, b), "addn": tf.add_n([a, a * b, a]),
             "where": tf.where(a > b, a, 0.1 * b),
+            "select_rows": tf.compat.v1.where(a[:, 0] > 0, a, 2 * a),  # v1 Select
             "mask": tf.cast(tf.logical_and(a >= 0, tf.logical_not(b < 0)), tf.float32)
             + tf.cast(tf.logical_or(tf.equal(a, b), tf.not_equal(a, 0.0)), tf.float32)
             + tf.cast(a <= b, tf.float32),
