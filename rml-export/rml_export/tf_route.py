@@ -138,6 +138,9 @@ class _Trace:
         with self.graph.as_default():
             tf.graph_util.import_graph_def(frozen.graph.as_graph_def(), name="")
         self.outputs = [self.graph.get_tensor_by_name(t.name) for t in frozen.outputs]
+        if len(self.outputs) != len(keys):
+            raise ValueError("the model must return a tensor, or a dict or tuple of tensors "
+                             f"(it returned {len(self.outputs)} tensors for outputs {keys})")
         self.placeholders = {
             op.name: op.outputs[0] for op in self.graph.get_operations() if op.type == "Placeholder"
         }

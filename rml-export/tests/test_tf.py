@@ -281,3 +281,9 @@ def test_runtime_shape_is_an_error():
     m = Fn(lambda w, x, n: tf.reshape(x, tf.stack([n, -1])))
     with pytest.raises(rml_export.ExportError, match="Reshape|computed at run time"):
         rml_export.export_tf(m, {"x": rand(4, 3), "n": np.array(2, np.int32)})
+
+
+def test_nested_outputs_are_refused():
+    m = Fn(lambda w, x: {"pair": (x, 2 * x)})
+    with pytest.raises(ValueError, match="dict or tuple of tensors"):
+        rml_export.export_tf(m, {"x": rand(2)})
