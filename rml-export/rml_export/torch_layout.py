@@ -7,18 +7,10 @@ Shapes in attributes come from the fx node's own (possibly symbolic) output shap
 
 from __future__ import annotations
 
-from .torch_lower import V, lowers
+from .torch_lower import V, lowers, norm_axis, out_val
 
 #: ``slice`` end meaning "to the end of the axis".
 _OPEN_END = 2**63 - 1
-
-
-def _out(node):
-    return node.meta["val"]
-
-
-def _axis(d: int, rank: int) -> int:
-    return d % rank if rank else 0
 
 
 def shape_entries(cx, shape) -> list:
@@ -48,7 +40,7 @@ def same(cx, node, a):
         "aten.type_as.default")
 def to_dtype(cx, node, a):
     """cast to the output dtype (nothing when it is unchanged)."""
-    return cx.cast(a.get("self"), _out(node).dtype)
+    return cx.cast(a.get("self"), out_val(node).dtype)
 
 
 # -- reshapes and permutations --------------------------------------------------------
@@ -57,7 +49,7 @@ def to_dtype(cx, node, a):
         "aten.view_copy.default")
 def reshape(cx, node, a):
     """reshape to the node's output shape."""
-    return cx.emit("reshape", [a["self"]], {"shape": shape_entries(cx, _out(node).shape)})
+    return cx.emit("reshape", [a["self"]], {"shape": shape_entries(cx, out_val(node).shape)})
 
 
 @lowers("aten.flatten.using_ints")
@@ -75,7 +67,7 @@ def squeeze(cx, node, a):
     x = a["self"]
     dims = a.get("dim")
     dims = range(x.rank) if dims is None else ([dims] if isinstance(dims, int) else dims)
-    axes = sorted({_axis(d, x.rank) for d in dims if x.shape[_axis(d, x.rank)] == 1})
+    axes = sorted({norm_axis(d, x.rank) for d in dims if x.shape[norm_axis(d, x.rank)] == 1})
     if not axes:
         return x
     return cx.emit("squeeze", [x], {"axes": axes})
@@ -85,7 +77,7 @@ def squeeze(cx, node, a):
 def unsqueeze(cx, node, a):
     """unsqueeze one axis."""
     x = a["self"]
-    return cx.emit("unsqueeze", [x], {"axes": [_axis(a["dim"], x.rank + 1)]})
+    return cx.emit("unsqueeze", [x], {"axes": [norm_axis(a["dim"], x.rank + 1)]})
 
 
 @lowers("aten.permute.default", "aten.transpose.int", "aten.t.default",
@@ -94,13 +86,13 @@ def transpose(cx, node, a):
     """transpose with the permutation torch applies."""
     x = a["self"]
     if "permute" in str(node.target):
-        perm = [_axis(d, x.rank) for d in a["dims"]]
+        perm = [norm_axis(d, x.rank) for d in a["dims"]]
     else:
         perm = list(range(x.rank))
         if x.rank < 2:
             return x
         d0, d1 = (0, 1) if str(node.target) == "aten.t.default" else (
-            _axis(a["dim0"], x.rank), _axis(a["dim1"], x.rank))
+            norm_axis(a["dim0"], x.rank), norm_axis(a["dim1"], x.rank))
         perm[d0], perm[d1] = perm[d1], perm[d0]
     return cx.emit("transpose", [x], {"perm": perm})
 
@@ -109,7 +101,7 @@ def transpose(cx, node, a):
 def expand(cx, node, a):
     """expand to the output shape (-1 where the input's size is kept)."""
     x = a["self"]
-    out = tuple(_out(node).shape)
+    out = tuple(out_val(node).shape)
     entries = []
     offset = len(out) - x.rank
     for i, d in enumerate(out):
@@ -137,7 +129,7 @@ def repeat(cx, node, a):
     e_shape = tuple(e for r, d in zip(reps, x.shape) for e in (r, d))
     e = cx.emit("expand", [u], {"shape": shape_entries(cx, e_shape)}, shape=e_shape,
                 hint=f"{node.name}.e")
-    return cx.emit("reshape", [e], {"shape": shape_entries(cx, _out(node).shape)})
+    return cx.emit("reshape", [e], {"shape": shape_entries(cx, out_val(node).shape)})
 
 
 # -- joining and splitting ------------------------------------------------------------
@@ -145,17 +137,17 @@ def repeat(cx, node, a):
 @lowers("aten.cat.default", "aten.concat.default")
 def cat(cx, node, a):
     """concat (inputs cast to the output dtype; legacy empty 1-D inputs dropped)."""
-    out = _out(node)
+    out = out_val(node)
     parts = [cx.cast(t, out.dtype) for t in a["tensors"]
              if not (t.rank == 1 and t.shape[0] == 0)]
-    return cx.emit("concat", parts, {"axis": _axis(a["dim"], len(out.shape))})
+    return cx.emit("concat", parts, {"axis": norm_axis(a["dim"], len(out.shape))})
 
 
 @lowers("aten.stack.default")
 def stack(cx, node, a):
     """unsqueeze each input, then concat."""
-    out = _out(node)
-    axis = _axis(a["dim"], len(out.shape))
+    out = out_val(node)
+    axis = norm_axis(a["dim"], len(out.shape))
     parts = []
     for i, t in enumerate(a["tensors"]):
         shape = t.shape[:axis] + (1,) + t.shape[axis:]
@@ -169,8 +161,8 @@ def stack(cx, node, a):
 def split(cx, node, a):
     """split into the parts torch makes (sizes read off the outputs)."""
     x = a["self"]
-    axis = _axis(a["dim"], x.rank)
-    outs = _out(node)
+    axis = norm_axis(a["dim"], x.rank)
+    outs = out_val(node)
     sizes = [o.shape[axis] for o in outs]
     if not all(isinstance(s, int) for s in sizes):
         cx.fail("splitting a symbolic axis")
@@ -182,8 +174,8 @@ def split(cx, node, a):
 def unbind(cx, node, a):
     """split into size-1 parts, each squeezed."""
     x = a["self"]
-    axis = _axis(a["dim"], x.rank)
-    outs = _out(node)
+    axis = norm_axis(a["dim"], x.rank)
+    outs = out_val(node)
     if not isinstance(x.shape[axis], int):
         cx.fail("unbinding a symbolic axis")
     kept = [(o.dtype, o.shape[:axis] + (1,) + o.shape[axis:]) for o in outs]
@@ -210,7 +202,7 @@ def _bound(cx, value, size, default):
 def slice_(cx, node, a):
     """slice one axis (narrow: start..start+length)."""
     x = a["self"]
-    axis = _axis(a["dim"], x.rank)
+    axis = norm_axis(a["dim"], x.rank)
     size = x.shape[axis]
     start = _bound(cx, a["start"], size, 0)
     if "narrow" in str(node.target):
@@ -227,7 +219,7 @@ def slice_(cx, node, a):
 def select(cx, node, a):
     """slice [i, i+1) then squeeze the axis."""
     x = a["self"]
-    axis = _axis(a["dim"], x.rank)
+    axis = norm_axis(a["dim"], x.rank)
     i = int(a["index"])
     end = _OPEN_END if i == -1 else i + 1
     shape = x.shape[:axis] + (1,) + x.shape[axis + 1:]
@@ -260,7 +252,7 @@ def index_select(cx, node, a):
     """gather along ``dim``."""
     x = a["self"]
     return cx.emit("gather", [x, _index_value(cx, a["index"])],
-                   {"axis": _axis(a["dim"], x.rank)})
+                   {"axis": norm_axis(a["dim"], x.rank)})
 
 
 @lowers("aten.embedding.default")
@@ -311,7 +303,7 @@ def pad(cx, node, a):
         "aten.full.default", "aten.zeros.default", "aten.ones.default", fold=True)
 def full(cx, node, a):
     """A scalar constant expanded to the output shape (which may be symbolic)."""
-    out = _out(node)
+    out = out_val(node)
     target = str(node.target)
     value = 0 if "zeros" in target else 1 if "ones" in target else a["fill_value"]
     scalar = cx.scalar(value, out.dtype)

@@ -60,6 +60,16 @@ def dtype_of(dtype) -> str:
     return _DTYPES[name]
 
 
+def out_val(node):
+    """The fx node's result as PyTorch traced it (a FakeTensor, or a list of them)."""
+    return node.meta["val"]
+
+
+def norm_axis(d: int, rank: int) -> int:
+    """``d`` counted from the front (``-1`` of rank 3 is ``2``)."""
+    return d % rank if rank else 0
+
+
 @dataclass
 class V:
     """A lowered tensor value: its rml-graph name, torch dtype and shape (ints/SymInts)."""

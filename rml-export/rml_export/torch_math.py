@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .torch_lower import V, lowers
-
-
-def _out(node):
-    return node.meta["val"]
-
-
-def _axis(d: int, rank: int) -> int:
-    return d % rank if rank else 0
+from .torch_lower import V, lowers, norm_axis, out_val
 
 
 def _axes(dims, rank: int) -> list[int] | None:
@@ -25,7 +17,7 @@ def _axes(dims, rank: int) -> list[int] | None:
     if dims is None:
         return None
     dims = [dims] if isinstance(dims, int) else list(dims)
-    return [_axis(d, rank) for d in dims] or None
+    return [norm_axis(d, rank) for d in dims] or None
 
 
 def _ntuple(value, n: int) -> list[int]:
@@ -46,7 +38,7 @@ _UNARY = {
 
 def _unary(op: str):
     def lower(cx, node, a):
-        return cx.emit(op, [cx.cast(a["self"], _out(node).dtype)])
+        return cx.emit(op, [cx.cast(a["self"], out_val(node).dtype)])
 
     lower.__doc__ = f"``{op}``"
     return lower
@@ -96,13 +88,13 @@ def clip(cx, node, a):
     lo = a.get("min_val", a.get("min"))
     hi = a.get("max_val", a.get("max"))
     attrs = {k: float(v) for k, v in (("min", lo), ("max", hi)) if v is not None}
-    return cx.emit("clip", [cx.cast(a["self"], _out(node).dtype)], attrs)
+    return cx.emit("clip", [cx.cast(a["self"], out_val(node).dtype)], attrs)
 
 
 @lowers("aten.clamp.Tensor")
 def clamp_tensor(cx, node, a):
     """maximum/minimum with tensor bounds."""
-    x, dtype = a["self"], _out(node).dtype
+    x, dtype = a["self"], out_val(node).dtype
     if a["min"] is not None:
         x = cx.emit("maximum", [cx.as_tensor(x, dtype), cx.as_tensor(a["min"], dtype)],
                     hint=f"{node.name}.lo")
@@ -135,7 +127,7 @@ def mish(cx, node, a):
 @lowers("aten.reciprocal.default")
 def reciprocal(cx, node, a):
     """1 / x."""
-    dtype = _out(node).dtype
+    dtype = out_val(node).dtype
     return cx.emit("div", [cx.scalar(1.0, dtype), cx.cast(a["self"], dtype)])
 
 
@@ -144,7 +136,7 @@ def _binary(op: str, alpha: bool = False, swap: bool = False):
     rsub (``other - alpha·self``)."""
 
     def lower(cx, node, a):
-        dtype = _out(node).dtype
+        dtype = out_val(node).dtype
         other = a["exponent"] if "exponent" in a else a["other"]
         x, y = (other, a["self"]) if swap else (a["self"], other)
         x, y = cx.as_tensor(x, dtype), cx.as_tensor(y, dtype)
@@ -179,7 +171,7 @@ def div_mode(cx, node, a):
 @lowers("aten.pow.Tensor_Scalar")
 def pow_scalar(cx, node, a):
     """x², √x, 1/√x as mul/sqrt/rsqrt; other exponents as pow."""
-    dtype = _out(node).dtype
+    dtype = out_val(node).dtype
     x, e = cx.cast(a["self"], dtype), a["exponent"]
     if e == 1:
         return x
@@ -193,7 +185,7 @@ def pow_scalar(cx, node, a):
 @lowers("aten.pow.Scalar")
 def pow_scalar_base(cx, node, a):
     """base ** x with a scalar base."""
-    dtype = _out(node).dtype
+    dtype = out_val(node).dtype
     return cx.emit("pow", [cx.scalar(a["self"], dtype), cx.cast(a["exponent"], dtype)])
 
 
@@ -230,7 +222,7 @@ def where(cx, node, a):
     """where(cond, a, b) in the output dtype."""
     import torch
 
-    dtype = _out(node).dtype
+    dtype = out_val(node).dtype
     cond = cx.cast(a["condition"], torch.bool)
     return cx.emit("where", [cond, cx.as_tensor(a["self"], dtype),
                              cx.as_tensor(a["other"], dtype)])
@@ -263,7 +255,7 @@ def masked_fill(cx, node, a):
     """where(mask, value, x)."""
     import torch
 
-    dtype = _out(node).dtype
+    dtype = out_val(node).dtype
     mask = cx.cast(a["mask"], torch.bool)
     return cx.emit("where", [mask, cx.as_tensor(a["value"], dtype), cx.cast(a["self"], dtype)])
 
@@ -284,7 +276,7 @@ def matmul(cx, node, a):
     """matmul; 1-D operands get a size-1 axis added and removed as torch.matmul does."""
     x = a["self"]
     w = a.get("other", a.get("mat2"))
-    out = tuple(_out(node).shape)
+    out = tuple(out_val(node).shape)
     if x.rank == 1 and w.rank == 1:
         prod = cx.emit("mul", [x, w], shape=x.shape, hint=f"{node.name}.mul")
         return cx.emit("reduce_sum", [prod])
@@ -311,7 +303,7 @@ def addmm(cx, node, a):
     """beta·self + alpha·(mat1 @ mat2) as matmul + add."""
     m1 = a.get("mat1", a.get("batch1"))
     m2 = a.get("mat2", a.get("batch2"))
-    out = _out(node)
+    out = out_val(node)
     prod = cx.emit("matmul", [m1, m2], hint=f"{node.name}.mm")
     if a["alpha"] != 1:
         prod = cx.emit("mul", [prod, cx.scalar(a["alpha"], out.dtype)], hint=f"{node.name}.a")
@@ -398,7 +390,7 @@ def pool(cx, node, a):
         attrs["count_include_pad"] = bool(a["count_include_pad"])
         if a.get("divisor_override") is not None:
             cx.fail("avg_pool with divisor_override is not supported")
-    val = _out(node)
+    val = out_val(node)
     val = val[0] if isinstance(val, (list, tuple)) else val
     y = cx.emit(f"{kind}_pool{n}d", [x], attrs, dtype=val.dtype, shape=val.shape)
     return [y, None] if "with_indices" in str(node.target) else y
@@ -411,7 +403,7 @@ def adaptive_pool(cx, node, a):
     x = a["self"]
     kind = "max" if "max" in str(node.target) else "avg"
     size = _ntuple(a["output_size"], 2)
-    val = _out(node)
+    val = out_val(node)
     val = val[0] if isinstance(val, (list, tuple)) else val
     if size == [1, 1]:
         y = cx.emit(f"global_{kind}_pool2d", [x], dtype=val.dtype, shape=val.shape)
@@ -432,7 +424,7 @@ def upsample_nearest(cx, node, a):
     scales = a.get("scale_factors") or [a.get("scales_h"), a.get("scales_w")]
     if all(s is not None and float(s).is_integer() for s in scales):
         return cx.emit("upsample_nearest2d", [x], {"scale": [int(s) for s in scales]})
-    size = [d for d in _out(node).shape[2:]]
+    size = [d for d in out_val(node).shape[2:]]
     if not all(isinstance(d, int) for d in size):
         cx.fail("upsampling a symbolic size by a non-integer scale")
     return cx.emit("upsample_nearest2d", [x], {"size": size})
@@ -441,7 +433,7 @@ def upsample_nearest(cx, node, a):
 # -- normalization and attention ------------------------------------------------------
 
 def _first(node):
-    val = _out(node)
+    val = out_val(node)
     return val[0] if isinstance(val, (list, tuple)) else val
 
 
@@ -515,7 +507,7 @@ def batch_norm(cx, node, a):
 def softmax(cx, node, a):
     """softmax/log_softmax over ``dim`` (in the requested dtype)."""
     op = "log_softmax" if "log_softmax" in str(node.target) else "softmax"
-    x = cx.cast(a["self"], _out(node).dtype)
+    x = cx.cast(a["self"], out_val(node).dtype)
     return cx.emit(op, [x], {"axis": int(a["dim"])})
 
 
@@ -585,8 +577,8 @@ def max_dim(cx, node, a):
     """(values, indices): reduce_max/min and argmax/argmin over one axis."""
     kind = "max" if "max" in str(node.target) else "min"
     x, keep = a["self"], bool(a["keepdim"])
-    values, indices = _out(node)
-    attrs = {"axes": [_axis(a["dim"], x.rank)], "keepdims": keep}
+    values, indices = out_val(node)
+    attrs = {"axes": [norm_axis(a["dim"], x.rank)], "keepdims": keep}
     v = cx.emit(f"reduce_{kind}", [x], attrs, dtype=values.dtype, shape=values.shape,
                 hint=f"{node.name}_values")
     i = cx.emit(f"arg{kind}", [x], {"axis": a["dim"], "keepdims": keep},
@@ -626,7 +618,7 @@ def variance(cx, node, a):
 @lowers("aten.cumsum.default")
 def cumsum(cx, node, a):
     """cumsum along ``dim``."""
-    x = cx.cast(a["self"], _out(node).dtype)
+    x = cx.cast(a["self"], out_val(node).dtype)
     return cx.emit("cumsum", [x], {"axis": int(a["dim"])})
 
 
