@@ -87,9 +87,10 @@ def group_norm(view: View, node: Node) -> bool:
         return False
     x = inner.inputs[0]
     xs, grouped = view.shape(x), view.shape(inner.outputs[0])
+    per_sample = fixed_count(xs, range(1, len(xs)))
     if (view.shape(node.outputs[0]) != xs or len(xs) < 3 or len(grouped) != 3
-            or grouped[0] != xs[0] or fixed_count(xs, range(1, len(xs))) is None
-            or xs[1] % grouped[1] or grouped[1] * grouped[2] != fixed_count(xs, range(1, len(xs)))):
+            or grouped[0] != xs[0] or per_sample is None or xs[1] % grouped[1]
+            or grouped[1] * grouped[2] != per_sample):
         return False
     attrs = {"num_groups": grouped[1]}
     if "epsilon" in norm.attrs:
@@ -140,8 +141,9 @@ def reduce_mean(view: View, node: Node) -> bool:
         return False
     x = total.inputs[0]
     n = fixed_count(view.shape(x), reduced_axes(view, total))
-    if not n or not close(view.scalar(node.inputs[1]), n) or view.shape(node.outputs[0]) != view.shape(
-            total.outputs[0]):
+    if not n or not close(view.scalar(node.inputs[1]), n):
+        return False
+    if view.shape(node.outputs[0]) != view.shape(total.outputs[0]):
         return False
     view.replace(node, "reduce_mean", [x], total.attrs)
     return True

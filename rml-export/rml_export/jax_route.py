@@ -322,7 +322,8 @@ class Lowering:
         else:  # newer JAX: the flat-tree layout of (consts, carry, xs)
             consts_tree, carry_tree, _ = p["ft_in"].unpack()
             n_consts, n_carry = len(consts_tree), len(carry_tree)
-        consts, carry, xs = ins[:n_consts], ins[n_consts:n_consts + n_carry], ins[n_consts + n_carry:]
+        consts, carry = ins[:n_consts], ins[n_consts:n_consts + n_carry]
+        xs = ins[n_consts + n_carry:]
         steps = range(length - 1, -1, -1) if p["reverse"] else range(length)
         ys_per_step: dict[int, list[str]] = {}
         for i in steps:
