@@ -71,6 +71,11 @@ def _dynamic_shapes(symbols, tensors):
         for axis, sym in (symbols.get(name) or {}).items():
             if not isinstance(sym, str):
                 sym = sym.__name__  # a torch.export.Dim
+            if tensors[name].shape[int(axis)] < 2:
+                raise ValueError(
+                    f"symbols: input {name!r} axis {axis} ({sym}) has example size "
+                    f"{tensors[name].shape[int(axis)]}; torch.export fixes sizes 0 and 1, "
+                    "so give an example of size 2 or more there")
             dims.setdefault(sym, torch.export.Dim(sym, min=1))
             axes[int(axis)] = dims[sym]
         spec[name] = axes or None

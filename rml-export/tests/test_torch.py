@@ -12,7 +12,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import rml_export  # noqa: E402
 from rml_export import ExportError  # noqa: E402
-from rml_runner import assert_outputs_close, run_exported  # noqa: E402
+from rml_runner import assert_outputs_close, run_exported, run_graph  # noqa: E402
 
 
 class Fn(nn.Module):
@@ -346,6 +346,59 @@ def test_symbolic_batch(tmp_path):
         x = rand(batch, 5, 8, seed=batch)
         got = run_exported(graph, {"x": x}, tmp_path / str(batch))
         assert_outputs_close(got, torch_outputs(model, {"x": x}))
+
+
+def test_symbol_on_an_example_size_of_one_is_refused():
+    with pytest.raises(ValueError, match="example size 1"):
+        rml_export.export_torch(Attn(), {"x": rand(1, 5, 8)}, symbols={"x": {0: "N"}})
+
+
+class TakesY(nn.Module):
+    def forward(self, y):
+        return y + 1
+
+
+def test_output_named_like_an_input_is_refused():
+    with pytest.raises(ValueError, match="output 'y' has the name of an input"):
+        rml_export.export_torch(TakesY(), {"y": rand(2)})
+
+
+MODULE = """
+import torch
+
+
+def build():
+    return torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.Flatten(), torch.nn.Tanh())
+"""
+
+
+def test_command_line(tmp_path):
+    """``python -m rml_export torch``: the written weights, loaded back into the model by
+    their FQNs, give PyTorch the output rml computes from the written graph."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    (tmp_path / "cli_model.py").write_text(MODULE)
+    x = rand(2, 2, 5, 5)
+    np.savez(tmp_path / "inputs.npz", input=x)
+    package = str(Path(rml_export.__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-m", "rml_export", "torch", "cli_model:build", "--inputs",
+         "inputs.npz", "--out", "out/graph.json"],
+        cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": package},
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "out" / "graph.json").read_text())
+    assert [n["op"] for n in doc["nodes"]] == ["conv2d", "reshape", "tanh"]
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.Flatten(), nn.Tanh())
+    model.load_state_dict(load_file(tmp_path / "out" / "graph.safetensors"))
+    got = run_graph(tmp_path / "out" / "graph.json", {"input": x}, tmp_path / "run")
+    assert_outputs_close(got, torch_outputs(model, {"input": x}))
 
 
 # -- errors ---------------------------------------------------------------------------
