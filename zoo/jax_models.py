@@ -40,6 +40,14 @@ class JaxOps:
     where = staticmethod(jnp.where)
     const = staticmethod(jnp.asarray)
     zeros = staticmethod(jnp.zeros)
+    softmax = staticmethod(jax.nn.softmax)
+    log_softmax = staticmethod(jax.nn.log_softmax)
+    concat = staticmethod(jnp.concatenate)
+    stack = staticmethod(jnp.stack)
+    split = staticmethod(jnp.split)
+    sum = staticmethod(jnp.sum)
+    mean = staticmethod(jnp.mean)
+    max = staticmethod(jnp.max)
 
     @staticmethod
     def shape(x):
@@ -48,14 +56,6 @@ class JaxOps:
     @staticmethod
     def gelu(x):
         return jax.nn.gelu(x, approximate=False)
-
-    @staticmethod
-    def softmax(x, axis):
-        return jax.nn.softmax(x, axis=axis)
-
-    @staticmethod
-    def log_softmax(x, axis):
-        return jax.nn.log_softmax(x, axis=axis)
 
     @staticmethod
     def linear(x, w, b=None):
@@ -108,30 +108,6 @@ class JaxOps:
     @staticmethod
     def take(table, ids):
         return jnp.take(table, ids, axis=0)
-
-    @staticmethod
-    def concat(xs, axis):
-        return jnp.concatenate(xs, axis)
-
-    @staticmethod
-    def stack(xs, axis):
-        return jnp.stack(xs, axis)
-
-    @staticmethod
-    def split(x, n, axis):
-        return jnp.split(x, n, axis)
-
-    @staticmethod
-    def sum(x, axis, keepdims=False):
-        return jnp.sum(x, axis, keepdims=keepdims)
-
-    @staticmethod
-    def mean(x, axis, keepdims=False):
-        return jnp.mean(x, axis, keepdims=keepdims)
-
-    @staticmethod
-    def max(x, axis, keepdims=False):
-        return jnp.max(x, axis, keepdims=keepdims)
 
     @staticmethod
     def scan(step, init, xs, axis):

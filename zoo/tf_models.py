@@ -40,6 +40,15 @@ class TfOps:
     broadcast_to = staticmethod(tf.broadcast_to)
     const = staticmethod(tf.constant)
     zeros = staticmethod(tf.zeros)
+    softmax = staticmethod(tf.nn.softmax)
+    log_softmax = staticmethod(tf.nn.log_softmax)
+    take = staticmethod(tf.gather)
+    concat = staticmethod(tf.concat)
+    stack = staticmethod(tf.stack)
+    split = staticmethod(tf.split)
+    sum = staticmethod(tf.reduce_sum)
+    mean = staticmethod(tf.reduce_mean)
+    max = staticmethod(tf.reduce_max)
 
     @staticmethod
     def shape(x):
@@ -53,14 +62,6 @@ class TfOps:
     @staticmethod
     def gelu(x):
         return tf.nn.gelu(x, approximate=False)
-
-    @staticmethod
-    def softmax(x, axis):
-        return tf.nn.softmax(x, axis=axis)
-
-    @staticmethod
-    def log_softmax(x, axis):
-        return tf.nn.log_softmax(x, axis=axis)
 
     @staticmethod
     def linear(x, w, b=None):
@@ -114,34 +115,6 @@ class TfOps:
         h, w = x.shape.as_list()[2:]
         y = tf.image.resize(tf.transpose(x, _TO_NHWC), [2 * h, 2 * w], method="nearest")
         return tf.transpose(y, _TO_NCHW)
-
-    @staticmethod
-    def take(table, ids):
-        return tf.gather(table, ids)
-
-    @staticmethod
-    def concat(xs, axis):
-        return tf.concat(xs, axis)
-
-    @staticmethod
-    def stack(xs, axis):
-        return tf.stack(xs, axis)
-
-    @staticmethod
-    def split(x, n, axis):
-        return tf.split(x, n, axis)
-
-    @staticmethod
-    def sum(x, axis, keepdims=False):
-        return tf.reduce_sum(x, axis, keepdims=keepdims)
-
-    @staticmethod
-    def mean(x, axis, keepdims=False):
-        return tf.reduce_mean(x, axis, keepdims=keepdims)
-
-    @staticmethod
-    def max(x, axis, keepdims=False):
-        return tf.reduce_max(x, axis, keepdims=keepdims)
 
     @staticmethod
     def scan(step, init, xs, axis):
