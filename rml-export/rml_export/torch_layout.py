@@ -215,6 +215,18 @@ def slice_(cx, node, a):
                                   "steps": [step]})
 
 
+@lowers("aten.flip.default")
+def flip(cx, node, a):
+    """slice with step −1 on each flipped axis."""
+    x = a["self"]
+    axes = sorted({norm_axis(d, x.rank) for d in a["dims"]})
+    if not axes:
+        return x
+    n = len(axes)
+    return cx.emit("slice", [x], {"starts": [-1] * n, "ends": [-(2**63)] * n, "axes": axes,
+                                  "steps": [-1] * n})
+
+
 @lowers("aten.select.int")
 def select(cx, node, a):
     """slice [i, i+1) then squeeze the axis."""

@@ -76,10 +76,38 @@ def leaky_relu(cx, node, a):
 
 @lowers("aten.elu.default")
 def elu(cx, node, a):
-    """elu (scale and input_scale must be 1)."""
-    if a["scale"] != 1 or a["input_scale"] != 1:
-        cx.fail("elu with scale or input_scale other than 1 (selu) is not supported")
-    return cx.emit("elu", [a["self"]], {"alpha": float(a["alpha"])})
+    """scale · elu(x) (selu's scale as a ``mul``; input_scale must be 1)."""
+    x = a["self"]
+    if a["input_scale"] != 1:
+        cx.fail("elu with input_scale other than 1 is not supported")
+    if a["scale"] == 1:
+        return cx.emit("elu", [x], {"alpha": float(a["alpha"])})
+    y = cx.emit("elu", [x], {"alpha": float(a["alpha"])}, hint=f"{node.name}.elu")
+    return cx.emit("mul", [y, cx.scalar(a["scale"], x.dtype)])
+
+
+@lowers("aten.log1p.default", "aten.expm1.default")
+def log1p_expm1(cx, node, a):
+    """log(x + 1) and exp(x) − 1."""
+    x = cx.cast(a["self"], out_val(node).dtype)
+    one = cx.scalar(1.0, x.dtype)
+    if "log1p" in str(node.target):
+        return cx.emit("log", [cx.emit("add", [x, one], hint=f"{node.name}.add")])
+    return cx.emit("sub", [cx.emit("exp", [x], hint=f"{node.name}.exp"), one])
+
+
+@lowers("aten.sign.default")
+def sign(cx, node, a):
+    """(x > 0) − (x < 0), in x's dtype."""
+    import torch
+
+    x = a["self"]
+    zero = cx.scalar(0, x.dtype)
+    parts = []
+    for op in ("greater", "less"):
+        c = cx.emit(op, [x, zero], dtype=torch.bool, hint=f"{node.name}.{op}")
+        parts.append(cx.cast(c, x.dtype))
+    return cx.emit("sub", parts)
 
 
 @lowers("aten.hardtanh.default", "aten.clamp.default")

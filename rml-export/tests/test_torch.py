@@ -71,7 +71,9 @@ UNARY = {
     "clamp_min": lambda x: x.clamp(min=0.25), "hardsigmoid": F.hardsigmoid,
     "hardswish": F.hardswish, "mish": F.mish, "reciprocal": lambda x: 1.0 / (x.abs() + 1),
     "square": torch.square, "pow3": lambda x: x ** 3, "pow_half": lambda x: x.abs() ** 0.5,
-    "exp2_base": lambda x: 2.0 ** x,
+    "exp2_base": lambda x: 2.0 ** x, "selu": F.selu, "logsigmoid": F.logsigmoid,
+    "log1p": lambda x: torch.log1p(x.abs()), "expm1": torch.expm1, "sign": torch.sign,
+    "softsign": F.softsign,
 }
 
 
@@ -278,6 +280,7 @@ LAYOUT = {
     "to_int_and_back": lambda m, x: (x * 3).to(torch.int64).to(torch.float32),
     "contiguous_clone": lambda m, x: x.transpose(0, 1).contiguous().clone(),
     "one_hot": lambda m, x: F.one_hot(x.argmax(-1), 5).float(),
+    "flip": lambda m, x: x.flip(0, 2), "roll": lambda m, x: x.roll(1, -1),
 }
 
 
@@ -294,6 +297,41 @@ def test_integer_input_gather(tmp_path):
     graph = check(model, {"x": np.array([[1, 2, 9], [0, 0, 3]], np.int64)}, tmp_path)
     assert "gather" in ops(graph)
     assert graph.types["x"].dtype == "I64"
+
+
+# -- whole torch.nn modules -----------------------------------------------------------
+
+def _mod(module, fn=None):
+    return Fn((lambda m, x: fn(m.mod, x)) if fn else (lambda m, x: m.mod(x)), mod=module)
+
+
+MODULES = {
+    "multihead_attention": (_mod(nn.MultiheadAttention(16, 2, batch_first=True),
+                                 lambda m, x: m(x, x, x, need_weights=False)[0]), [2, 5, 16]),
+    "attention_weights": (_mod(nn.MultiheadAttention(16, 2, batch_first=True),
+                               lambda m, x: m(x, x, x)[1]), [2, 5, 16]),
+    "encoder_layer_causal": (_mod(
+        nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True, norm_first=True),
+        lambda m, x: m(x, src_mask=nn.Transformer.generate_square_subsequent_mask(5),
+                       is_causal=True)), [2, 5, 16]),
+    "lstm": (_mod(nn.LSTM(8, 6, batch_first=True), lambda m, x: m(x)[0]), [2, 4, 8]),
+    "gru": (_mod(nn.GRU(8, 6, batch_first=True), lambda m, x: m(x)[0]), [2, 4, 8]),
+    "rnn_2_layers": (_mod(nn.RNN(8, 6, num_layers=2), lambda m, x: m(x)[1]), [4, 2, 8]),
+    "pixel_shuffle": (_mod(nn.PixelShuffle(2)), [1, 8, 3, 3]),
+    "resnet_stem": (_mod(nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))), [2, 3, 8, 8]),
+    "prelu": (_mod(nn.PReLU(3)), [2, 3, 4]),
+    "glu": (_mod(nn.GLU()), [2, 6]),
+    "cosine_similarity": (_mod(nn.CosineSimilarity(), lambda m, x: m(x, x.flip(0))), [2, 6]),
+    "normalize": (Fn(lambda m, x: F.normalize(x, dim=-1)), [2, 6]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module(name, tmp_path):
+    model, shape = MODULES[name]
+    check(model, {"x": rand(*shape)}, tmp_path)
 
 
 # -- names, outputs, symbols ----------------------------------------------------------
