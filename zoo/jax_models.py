@@ -51,14 +51,17 @@ class JaxOps:
 
     @staticmethod
     def shape(x):
+        """The static shape as a tuple of ints."""
         return tuple(x.shape)
 
     @staticmethod
     def gelu(x):
+        """Exact (erf) GELU."""
         return jax.nn.gelu(x, approximate=False)
 
     @staticmethod
     def linear(x, w, b=None):
+        """``x @ w.T + b`` with a PyTorch-layout ``[out, in]`` weight."""
         y = x @ w.T
         return y if b is None else y + b
 
@@ -70,27 +73,32 @@ class JaxOps:
 
     @classmethod
     def layer_norm(cls, x, w, b):
+        """Layer norm over the last axis (epsilon ``models.EPS``)."""
         return cls._normalize(x, -1) * w + b
 
     @classmethod
     def group_norm(cls, x, w, b, groups):
+        """Group norm of an NCHW image over ``groups`` channel groups."""
         n, c, h, wd = x.shape
         y = cls._normalize(x.reshape(n, groups, -1), -1).reshape(n, c, h, wd)
         return y * w[:, None, None] + b[:, None, None]
 
     @staticmethod
     def batch_norm(x, mean, var, w, b):
+        """Eval-mode batch norm of an NCHW image over running statistics."""
         scale = w * lax.rsqrt(var + EPS)
         return (x - mean[:, None, None]) * scale[:, None, None] + b[:, None, None]
 
     @staticmethod
     def conv2d(x, w, b, stride, pad):
+        """2-D convolution of an NCHW image with square stride and symmetric padding."""
         y = lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad)] * 2,
                                      dimension_numbers=_CONV_LAYOUT)
         return y + b[:, None, None]
 
     @staticmethod
     def conv_transpose2d(x, w, b, stride, pad):
+        """2-D transposed convolution of an NCHW image (PyTorch's stride/padding meaning)."""
         # PyTorch's [in, out, kh, kw] is the OIHW kernel of the convolution this transposes
         k = w.shape[2]
         y = lax.conv_transpose(x, w, (stride, stride), [(k - 1 - pad, k - 1 - pad)] * 2,
@@ -99,14 +107,17 @@ class JaxOps:
 
     @staticmethod
     def max_pool2d(x, k):
+        """``k`` x ``k`` max pooling with stride ``k`` of an NCHW image."""
         return lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, k, k), (1, 1, k, k), "VALID")
 
     @staticmethod
     def upsample2x(x):
+        """Nearest-neighbour 2x upsampling of an NCHW image."""
         return jnp.repeat(jnp.repeat(x, 2, axis=2), 2, axis=3)
 
     @staticmethod
     def take(table, ids):
+        """Rows of ``table`` by integer ``ids`` (an embedding lookup)."""
         return jnp.take(table, ids, axis=0)
 
     @staticmethod

@@ -85,6 +85,7 @@ def write_fixture(name: str, framework: str, out: Path, size: str = "tiny") -> N
 
 
 def main(argv=None) -> int:
+    """The command line; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", action="append", choices=models.MODELS,
                     help="a model to export (repeatable; default: all)")
