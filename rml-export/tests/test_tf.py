@@ -287,3 +287,14 @@ def test_nested_outputs_are_refused():
     m = Fn(lambda w, x: {"pair": (x, 2 * x)})
     with pytest.raises(ValueError, match="dict or tuple of tensors"):
         rml_export.export_tf(m, {"x": rand(2)})
+
+
+def test_a_loop_is_an_error_naming_the_while_op():
+    def fn(w, x):
+        for _ in tf.range(3):  # autograph: a While op
+            x = x * 2.0
+        return x
+
+    with pytest.raises(rml_export.ExportError, match="unroll") as err:
+        rml_export.export_tf(Fn(fn), {"x": rand(2)})
+    assert err.value.op in ("While", "StatelessWhile")
