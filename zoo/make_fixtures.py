@@ -102,13 +102,8 @@ def main(argv=None) -> int:
     if args.print_dest:
         print(DEST)
         return 0
-    frameworks = args.framework or models.FRAMEWORKS
-    if "torch" in frameworks:
-        # before jax/tensorflow: torch.export loads triton, whose LLVM aborts the
-        # process when jaxlib's or TensorFlow's is loaded already
-        import torch._dynamo  # noqa: F401
     failed = []
-    for framework in frameworks:
+    for framework in args.framework or models.FRAMEWORKS:
         for name in args.model or models.MODELS:
             try:
                 write_fixture(name, framework, out, args.size)
