@@ -17,6 +17,8 @@ replaced nodes leave unused is removed by the shared ``dead_code`` pass.
 - ``attention``: ``softmax(q·kᵀ·scale [masked]) · v`` ->
   ``scaled_dot_product_attention`` (a constant lower-triangular mask -> ``causal``).
 - ``softmax_axis``: ``transpose → softmax → transpose back`` -> ``softmax(axis)``.
+- ``gather_wrap``: ``gather(t, where(i < 0, i + n, i))`` (Keras's embedding) ->
+  ``gather(t, i)``: rml's ``gather`` counts negative indices from the end itself.
 - ``sink_transposes``: a transpose feeding an elementwise op, a reduction, ``pad`` or
   ``concat`` is moved after it (constants are permuted instead), so the NHWC wrappers
   of consecutive convolutions meet and cancel.
@@ -44,7 +46,7 @@ def run(graph: Graph) -> None:
     for _ in range(20):
         changed = False
         for rewrite in (cse, linear_bias, gelu, silu, layer_norm, group_norm, attention,
-                        softmax_axis, sink_transposes):
+                        softmax_axis, gather_wrap, sink_transposes):
             changed |= rewrite(graph)
         if not changed:
             break
@@ -368,36 +370,55 @@ def _param(v: _View, name: str, x: str, axis: int) -> bool:
 
 
 def _batchnorm_form(v: _View, a: str, b: str):
-    """``x·inv + (β − mean·inv)`` with ``inv = rsqrt(var + ε)·γ``."""
+    """``x·inv + shift`` with ``inv = rsqrt(var + ε)[·γ]`` and ``shift`` one of
+    ``β − mean·inv`` (``tf.nn.batch_normalization``), ``(−mean)·inv [+ β]`` (Keras)."""
     xm = v.node(a, "mul")
-    sub = v.node(b, "sub")
-    if xm is None or sub is None:
+    shift = _shift(v, b)
+    if xm is None or shift is None:
         return None
-    bias, mean_inv = sub.inputs
-    mm = v.node(mean_inv, "mul")
-    if mm is None or bias not in v.graph.constants:
-        return None
-    for x, inv in _pairs(xm):
-        if inv not in mm.inputs:
-            continue
-        mean = mm.inputs[0] if mm.inputs[1] == inv else mm.inputs[1]
+    bias, mean, inv = shift
+    for x, inv_x in _pairs(xm):
         red = v.node(mean, "reduce_mean")
-        if red is None or red.inputs[0] != x:
+        stats = _stats_of(v, x, red) if red is not None and red.inputs[0] == x else None
+        if inv_x != inv or stats is None:
             continue
-        stats = _stats_of(v, x, red)
-        inv_node = v.node(inv, "mul")
-        if stats is None or inv_node is None:
+        inv_node = v.node(inv, {"mul", "rsqrt"})
+        if inv_node is None:
             continue
-        for r, scale in _pairs(inv_node):
+        scaled = _pairs(inv_node) if inv_node.op == "mul" else [(inv, None)]
+        for r, scale in scaled:
             rsqrt = v.node(r, "rsqrt")
             add = v.node(rsqrt.inputs[0], "add") if rsqrt else None
-            if add is None or scale not in v.graph.constants:
+            if add is None:
                 continue
             for var, e in _pairs(add):
                 eps = v.scalar(e)
                 if (eps is not None and eps > 0 and _is_variance(v, var, x, mean)
-                        and _param(v, scale, x, stats) and _param(v, bias, x, stats)):
+                        and all(p is None or _param(v, p, x, stats) for p in (scale, bias))):
                     return x, stats, float(str(np.float32(eps))), scale, bias
+    return None
+
+
+def _shift(v: _View, value: str):
+    """``(β or None, mean, inv)`` when ``value`` is ``β − mean·inv``, ``(−mean)·inv + β``
+    or ``(−mean)·inv`` (β a constant)."""
+    sub = v.node(value, "sub")
+    if sub is not None:
+        bias, mm = sub.inputs
+        mm = v.node(mm, "mul")
+        if mm is None or bias not in v.graph.constants:
+            return None
+        mean, inv = mm.inputs if v.node(mm.inputs[0], "reduce_mean") else mm.inputs[::-1]
+        return bias, mean, inv
+    add = v.node(value, "add")
+    for term, bias in _pairs(add) if add is not None else [(value, None)]:
+        if bias is not None and bias not in v.graph.constants:
+            continue
+        mm = v.node(term, "mul")
+        for neg, inv in _pairs(mm) if mm is not None else []:
+            neg_node = v.node(neg, "neg")
+            if neg_node is not None:
+                return bias, neg_node.inputs[0], inv
     return None
 
 
@@ -537,6 +558,30 @@ def softmax_axis(graph: Graph) -> bool:
             continue
         _replace(node, sm.op, [first.inputs[0]], {"axis": p[-1]})
         changed = True
+    return changed
+
+
+def gather_wrap(graph: Graph) -> bool:
+    """``gather(data, where(i < 0, i + n, i))`` with ``n`` the gathered axis's size ->
+    ``gather(data, i)`` (negative indices wrap in rml-graph's ``gather`` too)."""
+    v = _View(graph)
+    changed = False
+    for node in graph.nodes:
+        where = v.node(node.inputs[1], "where") if node.op == "gather" else None
+        if where is None:
+            continue
+        cond, wrapped, i = where.inputs
+        less, add = v.node(cond, "less"), v.node(wrapped, "add")
+        shape = v.shape(node.inputs[0])
+        if less is None or add is None or shape is None or less.inputs[0] != i:
+            continue
+        zero = graph.constants.get(less.inputs[1])
+        n = graph.constants.get(add.inputs[1])
+        size = shape[node.attrs.get("axis", 0)]
+        if (add.inputs[0] == i and zero is not None and zero.size == 1 and zero.item() == 0
+                and n is not None and n.size == 1 and n.item() == size):
+            node.inputs = [node.inputs[0], i]
+            changed = True
     return changed
 
 
