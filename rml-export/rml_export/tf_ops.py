@@ -42,6 +42,8 @@ def lower_node(L, op) -> None:
         L.emit(op, UNARY[op.type], [L.value(op.inputs[0])])
     elif op.type == "AddV2" and _batch_normalization(L, op):
         pass
+    elif op.type == "Div" and not op.outputs[0].dtype.is_floating:
+        raise L.fail(op, "integer division (TF rounds toward zero) has no rml-graph equivalent")
     elif op.type in BINARY:
         L.emit(op, BINARY[op.type], [L.value(t) for t in op.inputs])
     elif op.type in REDUCE:

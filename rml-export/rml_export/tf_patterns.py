@@ -587,13 +587,15 @@ def gather_wrap(graph: Graph) -> bool:
 
 def sink_transposes(graph: Graph) -> bool:
     """Move a transpose read only by an elementwise op, reduction, ``pad`` or ``concat``
-    after that op; the op reads the transpose's input (constants are permuted)."""
-    v = _View(graph)
-    for node in graph.nodes:
-        moved = _sink(v, node)
-        if moved:
-            return True
-    return False
+    after that op; the op reads the transpose's input (constants are permuted). Each move
+    takes a transpose further down, so the loop ends."""
+    changed = False
+    for _ in range(4 * len(graph.nodes)):
+        v = _View(graph)
+        if not any(_sink(v, node) for node in graph.nodes):
+            break
+        changed = True
+    return changed
 
 
 def _sink(v: _View, node: Node) -> bool:
