@@ -614,6 +614,41 @@ def max_dim(cx, node, a):
     return [v, i]
 
 
+@lowers("aten.topk.default")
+def topk(cx, node, a):
+    """k rounds of reduce_max + argmax (min for ``largest=False``), each round masking
+    the position it found with ∓inf; values and indices concatenated along ``dim``.
+    Ties are taken in index order."""
+    import torch
+
+    x, k = a["self"], int(a["k"])
+    axis = norm_axis(a["dim"], x.rank)
+    size = x.shape[axis]
+    if not isinstance(size, int):
+        cx.fail("topk over a symbolic axis")
+    kind, fill = ("max", -math.inf) if a["largest"] else ("min", math.inf)
+    values, indices = out_val(node)
+    part = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+    iota = cx.iota(size, axis, x.rank) if k > 1 else None
+    vals, idxs, cur = [], [], x
+    for i in range(k):
+        vals.append(cx.emit(f"reduce_{kind}", [cur], {"axes": [axis], "keepdims": True},
+                            shape=part, dtype=x.dtype, hint=f"{node.name}.v{i}"))
+        idxs.append(cx.emit(f"arg{kind}", [cur], {"axis": axis, "keepdims": True},
+                            shape=part, dtype=torch.int64, hint=f"{node.name}.i{i}"))
+        if i + 1 < k:
+            hit = cx.emit("equal", [iota, idxs[-1]], dtype=torch.bool, shape=x.shape,
+                          hint=f"{node.name}.hit{i}")
+            cur = cx.emit("where", [hit, cx.scalar(fill, x.dtype), cur], shape=x.shape,
+                          dtype=x.dtype, hint=f"{node.name}.rest{i}")
+    if k == 1:
+        return [vals[0], idxs[0]]
+    return [cx.emit("concat", vals, {"axis": axis}, dtype=values.dtype, shape=values.shape,
+                    hint=f"{node.name}_values"),
+            cx.emit("concat", idxs, {"axis": axis}, dtype=indices.dtype, shape=indices.shape,
+                    hint=f"{node.name}_indices")]
+
+
 @lowers("aten.argmax.default", "aten.argmin.default")
 def argmax(cx, node, a):
     """argmax/argmin over one axis (all axes: over the flattened tensor)."""

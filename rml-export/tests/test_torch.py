@@ -244,6 +244,12 @@ REDUCE = {
     "std": lambda x: x.std(dim=2, keepdim=True), "prod": lambda x: x.prod(dim=1),
     "cumsum": lambda x: x.cumsum(dim=1), "norm2": lambda x: torch.linalg.vector_norm(x, dim=-1),
     "norm1": lambda x: x.norm(p=1, dim=1), "logsumexp": lambda x: x.logsumexp(dim=-1),
+    "topk": lambda x: x.topk(3), "topk_smallest": lambda x: x.topk(2, dim=1, largest=False),
+    "topk_1": lambda x: x.topk(1, dim=0),
+    "gather": lambda x: torch.gather(x, 2, torch.tensor([[[0, 3], [1, 1], [2, 0]]] * 2)),
+    "gather_topk": lambda x: torch.gather(x, 1, x.topk(2, dim=1).indices),
+    "topk_routing": lambda x: (x.topk(2).values.softmax(-1).unsqueeze(-1)
+                               * torch.gather(x, -1, x.topk(2).indices).unsqueeze(-2)).sum(-1),
 }
 
 
