@@ -666,17 +666,21 @@ def _permute_constant(v: _View, name: str, perm: list[int]) -> str:
 
 
 def _after(graph: Graph, node: Node, inputs: list[str], attrs: dict, perm: list[int]) -> None:
-    """Make ``node`` compute on ``inputs`` into a new value, then transpose it by ``perm``
-    into its old output name."""
+    """Make ``node`` compute on ``inputs``, then transpose its result by ``perm`` for its
+    readers. The node keeps its output name (the transpose, which usually cancels, gets a
+    new one), except for a graph output, whose name stays on the transposed value."""
     out = node.outputs[0]
-    new = graph.fresh_name(out + ".nchw")
-    old = graph.types.get(out)
-    if old is not None and old.shape is not None and len(old.shape) == len(perm):
-        inverse = [perm.index(i) for i in range(len(perm))]
-        graph.types[new] = ValueType(old.dtype, [old.shape[i] for i in inverse])
+    old = graph.types.get(out) or ValueType("F32", None)
+    moved = ValueType(old.dtype, None)
+    if old.shape is not None and len(old.shape) == len(perm):
+        moved.shape = [old.shape[perm.index(i)] for i in range(len(perm))]
+    if out in graph.outputs:
+        computed, transposed = graph.fresh_name(out + ".moved"), out
     else:
-        graph.types[new] = ValueType(old.dtype if old else "F32", None)
-    index = graph.nodes.index(node)
-    node.inputs, node.attrs, node.outputs = list(inputs), dict(attrs), [new]
-    graph.nodes.insert(index + 1, Node("transpose", [new], [out], {"perm": list(perm)},
-                                       node.name))
+        computed, transposed = out, graph.fresh_name(out + ".t")
+        graph.rename_uses({out: transposed})
+    graph.types[computed], graph.types[transposed] = moved, old
+    node.inputs, node.attrs, node.outputs = list(inputs), dict(attrs), [computed]
+    graph.nodes.insert(graph.nodes.index(node) + 1,
+                       Node("transpose", [computed], [transposed], {"perm": list(perm)},
+                            node.name))
