@@ -17,6 +17,8 @@ replaced nodes leave unused is removed by the shared ``dead_code`` pass.
 - ``attention``: ``softmax(q·kᵀ·scale [masked]) · v`` ->
   ``scaled_dot_product_attention`` (a constant lower-triangular mask -> ``causal``).
 - ``softmax_axis``: ``transpose → softmax → transpose back`` -> ``softmax(axis)``.
+- ``upsample``: two ``unsqueeze → expand → reshape`` repeats over the spatial axes
+  (Keras's ``UpSampling2D``) -> ``upsample_nearest2d`` (between transposes for NHWC).
 - ``gather_wrap``: ``gather(t, where(i < 0, i + n, i))`` (Keras's embedding) ->
   ``gather(t, i)``: rml's ``gather`` counts negative indices from the end itself.
 - ``sink_transposes``: a transpose feeding an elementwise op, a reduction, ``pad`` or
@@ -46,7 +48,7 @@ def run(graph: Graph) -> None:
     for _ in range(20):
         changed = False
         for rewrite in (cse, linear_bias, gelu, silu, layer_norm, group_norm, attention,
-                        softmax_axis, gather_wrap, sink_transposes):
+                        softmax_axis, gather_wrap, upsample, sink_transposes):
             changed |= rewrite(graph)
         if not changed:
             break
@@ -127,23 +129,32 @@ def linear_bias(graph: Graph) -> bool:
         for a, b in _pairs(node):
             bias = graph.constants.get(b)
             lin = v.node(a, {"linear"} | CONV, single_use=True)
-            if bias is None or lin is None or len(lin.inputs) > 2 or v.uses.get(b) != 1:
+            if bias is None or lin is None or len(lin.inputs) > 2:
                 continue
             if lin.op == "linear":
-                ok = bias.ndim == 1 and bias.shape[0] == graph.constants.get(
-                    lin.inputs[1], np.zeros((0, 0))).shape[0]
+                weight = graph.constants.get(lin.inputs[1])
+                ok = weight is not None and bias.shape == weight.shape[:1]
             else:
                 out = v.shape(a)
                 ok = (bias.ndim in (3, 4) and out is not None and isinstance(out[1], int)
                       and bias.shape[-3:] == (out[1], 1, 1) and bias.size == out[1])
                 if ok:
-                    graph.constants[b] = np.ascontiguousarray(bias.reshape(-1))
-                    graph.types[b] = ValueType(graph.types[b].dtype, [int(bias.size)])
+                    b = _reshaped(v, b, [out[1]])
             if ok:
                 _replace(node, lin.op, lin.inputs + [b], lin.attrs)
                 changed = True
                 break
     return changed
+
+
+def _reshaped(v: _View, name: str, shape: list[int]) -> str:
+    """Constant ``name`` reshaped: in place when this is its only use, else a copy."""
+    array = np.ascontiguousarray(v.graph.constants[name].reshape(shape))
+    if v.uses.get(name) != 1:
+        return v.graph.add_constant(array, name)
+    v.graph.constants[name] = array
+    v.graph.types[name] = ValueType(v.graph.types[name].dtype, list(shape))
+    return name
 
 
 def _rewrite(graph: Graph, op: str, match) -> bool:
@@ -364,8 +375,7 @@ def _param(v: _View, name: str, x: str, axis: int) -> bool:
     if array.ndim < len(want) or any(d != 1 for d in lead) or list(
             array.shape[array.ndim - len(want):]) != want:
         return False
-    v.graph.constants[name] = np.ascontiguousarray(array.reshape(want))
-    v.graph.types[name] = ValueType(v.graph.types[name].dtype, list(want))
+    _reshaped(v, name, want)
     return True
 
 
@@ -470,8 +480,7 @@ def _channel_param(v: _View, p: str, x: str, attrs: dict) -> bool:
     shape = array.shape[max(array.ndim - (rank - 1), 0):]  # [1, C, 1, 1] -> [C, 1, 1]
     if array.size != channels or (shape and shape[0] != channels):
         return False
-    v.graph.constants[p] = np.ascontiguousarray(array.reshape(channels))
-    v.graph.types[p] = ValueType(v.graph.types[p].dtype, [channels])
+    _reshaped(v, p, [channels])  # single use: _absorb_param checked
     return True
 
 
@@ -583,6 +592,56 @@ def gather_wrap(graph: Graph) -> bool:
             node.inputs = [node.inputs[0], i]
             changed = True
     return changed
+
+
+def upsample(graph: Graph) -> bool:
+    """``repeat(repeat(x, r, h), s, w)`` over a 4-D value's spatial axes (``h, w`` =
+    ``2, 3`` for NCHW, ``1, 2`` for NHWC) -> ``upsample_nearest2d(scale=[r, s])``."""
+    v = _View(graph)
+    for node in graph.nodes:
+        outer = _repeat(v, node)
+        inner = _repeat(v, v.prod.get(outer[0])) if outer else None
+        if inner is None or v.uses.get(outer[0]) != 1:
+            continue
+        x, scale = inner[0], {inner[1]: inner[2], outer[1]: outer[2]}
+        if len(v.shape(x) or []) != 4 or set(scale) not in ({2, 3}, {1, 2}):
+            continue
+        attrs = {"scale": [scale[a] for a in sorted(scale)]}
+        if set(scale) == {2, 3}:
+            _replace(node, "upsample_nearest2d", [x], attrs)
+            return True
+        n, h, w, c = v.shape(x)
+        nchw = graph.fresh_name(x + ".nchw")
+        graph.types[nchw] = ValueType(graph.types[x].dtype, [n, c, h, w])
+        index = graph.nodes.index(node)
+        graph.nodes.insert(index, Node("transpose", [x], [nchw], {"perm": [0, 3, 1, 2]},
+                                       node.name))
+        _replace(node, "upsample_nearest2d", [nchw], attrs)
+        _after(graph, node, [nchw], attrs, [0, 2, 3, 1])
+        return True
+    return False
+
+
+def _repeat(v: _View, node: Node | None):
+    """``(x, axis, r)`` when ``node`` is ``reshape(expand(unsqueeze(x, axis + 1)))``
+    repeating each element of ``x`` ``r`` times along ``axis``."""
+    if node is None or node.op != "reshape":
+        return None
+    expand = v.node(node.inputs[0], "expand", single_use=True)
+    unsq = v.node(expand.inputs[0], "unsqueeze", single_use=True) if expand else None
+    if unsq is None or len(unsq.attrs["axes"]) != 1:
+        return None
+    x = unsq.inputs[0]
+    shape, big, out = v.shape(x), v.shape(expand.outputs[0]), v.shape(node.outputs[0])
+    k = unsq.attrs["axes"][0] % (len(shape) + 1) if shape else None
+    if k is None or k == 0 or big is None or out is None or len(big) != len(shape) + 1:
+        return None
+    r = big[k]
+    if (not isinstance(r, int) or not isinstance(shape[k - 1], int)
+            or big[:k] + big[k + 1:] != shape
+            or out != shape[:k - 1] + [shape[k - 1] * r] + shape[k:]):
+        return None
+    return x, k - 1, r
 
 
 def sink_transposes(graph: Graph) -> bool:
