@@ -35,10 +35,14 @@ import numpy as np
 from .ir import Graph, Node, ValueType
 from .passes import clean_up
 
+#: rml ops a transpose sinks through (elementwise, one input).
 UNARY = {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "sin", "cos",
-         "softplus", "erf", "leaky_relu", "elu", "gelu", "gelu_tanh", "silu", "clip"}
+         "softplus", "erf", "leaky_relu", "elu", "gelu", "gelu_tanh", "silu", "clip", "cast"}
+#: Broadcasting rml ops a transpose sinks through (constant operands are permuted).
 BINARY = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"}
+#: Reductions a transpose sinks through (axes permuted).
 REDUCE = {"reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod"}
+#: Convolutions a per-channel constant add fuses into as the bias.
 CONV = {"conv2d", "conv_transpose2d"}
 
 
@@ -659,7 +663,7 @@ def sink_transposes(graph: Graph) -> bool:
 
 def _sink(v: _View, node: Node) -> bool:
     graph = v.graph
-    if node.op in UNARY or node.op == "cast":
+    if node.op in UNARY:
         t = v.node(node.inputs[0], "transpose", single_use=True)
         if t is None:
             return False
