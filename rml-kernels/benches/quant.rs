@@ -113,35 +113,38 @@ fn time_iters(iters: u64, mut f: impl FnMut()) -> Duration {
     for _ in 0..iters {
         f();
     }
-    if cpu {
-        Duration::from_nanos(thread_cpu_ns().unwrap_or(0).saturating_sub(c0))
+    let ns = thread_cpu_ns().unwrap_or(0).saturating_sub(c0);
+    // A sample shorter than a scheduler tick can read as zero CPU time: wall clock then.
+    if cpu && ns > 0 {
+        Duration::from_nanos(ns)
     } else {
         t0.elapsed()
     }
 }
 
 /// Times `iters` runs of `f(run, 0)` and `f(run, 1)` on two threads (the second a
-/// scoped thread per run). Wall clock includes the spawn; the CPU clock takes, per run,
-/// the larger of the two threads' on-CPU times.
+/// scoped thread spawned once per sample, each thread running its `iters` parts back
+/// to back). Wall clock includes the spawn; the CPU clock takes the larger of the two
+/// threads' on-CPU times over the sample (schedstat is only updated at scheduler
+/// ticks, so it is read around whole samples, never around single runs).
 fn time_iters_2t(iters: u64, f: impl Fn(u64, usize) + Sync) -> Duration {
     let cpu = cpu_clock();
     let t0 = std::time::Instant::now();
-    let timed = |run: u64, part: usize| {
+    let timed = |part: usize| {
         let c0 = thread_cpu_ns().unwrap_or(0);
-        f(run, part);
+        for run in 0..iters {
+            f(run, part);
+        }
         thread_cpu_ns().unwrap_or(0).saturating_sub(c0)
     };
-    let mut total = 0u64;
-    for run in 0..iters {
-        let (a, b) = std::thread::scope(|s| {
-            let h = s.spawn(|| timed(run, 1));
-            let a = timed(run, 0);
-            (a, h.join().unwrap())
-        });
-        total += a.max(b);
-    }
-    if cpu {
-        Duration::from_nanos(total)
+    let (a, b) = std::thread::scope(|s| {
+        let h = s.spawn(|| timed(1));
+        let a = timed(0);
+        (a, h.join().unwrap())
+    });
+    // A sample shorter than a scheduler tick can read as zero CPU time: wall clock then.
+    if cpu && a.max(b) > 0 {
+        Duration::from_nanos(a.max(b))
     } else {
         t0.elapsed()
     }

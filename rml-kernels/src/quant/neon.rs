@@ -431,10 +431,10 @@ unsafe fn dot_q5_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
             };
             let qh = [vld1q_u8(wb.add(16)), vld1q_u8(wb.add(32))];
             for c in 0..4 {
-                for h in 0..2 {
+                for (h, &qhh) in qh.iter().enumerate() {
                     let ql = vld1q_u8(wb.add(48 + 32 * c + 16 * h));
                     // Bits 2c and 2c + 1 of qh, moved to bit 4.
-                    let hb = vshlq_u8(qh[h], vdupq_n_s8(-2 * c as i8));
+                    let hb = vshlq_u8(qhh, vdupq_n_s8(-2 * c as i8));
                     let h0 = vshlq_n_u8::<4>(vandq_u8(hb, one));
                     let h1 = vshlq_n_u8::<3>(vandq_u8(hb, two));
                     let lo = vorrq_u8(vandq_u8(ql, m4), h0);
