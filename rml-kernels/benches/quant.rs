@@ -1,19 +1,23 @@
 //! Quantized GEMV (decode) and small-M GEMM (prompt) throughput.
 //!
 //! GEMV: 4096×4096 and 5632×2048 weight matrices of every weight type, 1 and 2
-//! threads (2 threads split the row range with `std::thread::scope`). Throughput is
-//! in bytes of weights read per second; several copies of the matrix (≥ 96 MB in all)
-//! are cycled so the weights stream from DRAM, not the 32 MiB L3. Compare with the
-//! ~21 GB/s single-core read bandwidth in /work/shared/targets.md (criterion prints
-//! GiB/s: multiply by 1.074 for GB/s).
+//! threads (2 threads split the row range in two halves, as a host does, each half on
+//! its own thread). Throughput is in bytes of weights read per second; several copies
+//! of the matrix (≥ 96 MB in all) are cycled so the weights stream from DRAM, not the
+//! 32 MiB L3. The `read_bw` group measures plain read bandwidth (a sum of the u64
+//! words of 96 MB of buffers, 1 and 2 threads) in the same run, for the "% of
+//! bandwidth" column (criterion prints GiB/s: multiply by 1.074 for GB/s).
 //!
 //! GEMM: M = 8, 64, 512 activation rows against a 2048×2048 weight matrix, activations
-//! quantized inside the timed call; throughput in elements = 2·M·N·K operations.
+//! quantized inside the timed call, beside rml's f32 GEMM (`gemm_packed`, weights
+//! packed once outside the timed call, as a host holding f32 weights would) on the
+//! same shape; throughput in elements = 2·M·N·K operations.
 //!
 //! On a shared, overloaded machine wall-clock time mostly measures the other processes.
-//! With `RML_BENCH_CPU_TIME=1` the single-thread benches are timed by the calling
-//! thread's on-CPU time (`/proc/thread-self/schedstat`, Linux only) instead, which
-//! excludes time spent descheduled (it still includes memory stalls caused by others).
+//! With `RML_BENCH_CPU_TIME=1` each timed thread measures its own on-CPU time
+//! (`/proc/thread-self/schedstat`, Linux only), which excludes time spent descheduled
+//! (it still includes memory stalls caused by others); a 2-thread sample is the larger
+//! of the two threads' times, i.e. what the split takes if both run at once.
 //!
 //! Weights are random valid blocks (random bytes with small finite f16 scales): the
 //! kernels' speed does not depend on the values. `RML_ISA` is not read here; the best
@@ -26,6 +30,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use rml_kernels::gemm::{
+    Epilogue, MatMut, MatRef, PackedB, gemm_packed, gemm_packed_scratch_len, pack_b, packed_b_len,
+};
 use rml_kernels::quant as kq;
 use rml_kernels::rml_core::DType;
 
@@ -95,18 +102,91 @@ fn thread_cpu_ns() -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
+fn cpu_clock() -> bool {
+    std::env::var_os("RML_BENCH_CPU_TIME").is_some() && thread_cpu_ns().is_some()
+}
+
 /// Times `iters` calls of `f` by wall clock, or by on-CPU time when asked to.
 fn time_iters(iters: u64, mut f: impl FnMut()) -> Duration {
-    let cpu = std::env::var_os("RML_BENCH_CPU_TIME").is_some() && thread_cpu_ns().is_some();
+    let cpu = cpu_clock();
     let (t0, c0) = (std::time::Instant::now(), thread_cpu_ns().unwrap_or(0));
     for _ in 0..iters {
         f();
     }
-    if cpu {
-        Duration::from_nanos(thread_cpu_ns().unwrap_or(0).saturating_sub(c0))
+    let ns = thread_cpu_ns().unwrap_or(0).saturating_sub(c0);
+    // A sample shorter than a scheduler tick can read as zero CPU time: wall clock then.
+    if cpu && ns > 0 {
+        Duration::from_nanos(ns)
     } else {
         t0.elapsed()
     }
+}
+
+/// Times `iters` runs of `f(run, 0)` and `f(run, 1)` on two threads (the second a
+/// scoped thread spawned once per sample, each thread running its `iters` parts back
+/// to back). Wall clock includes the spawn; the CPU clock takes the larger of the two
+/// threads' on-CPU times over the sample (schedstat is only updated at scheduler
+/// ticks, so it is read around whole samples, never around single runs).
+fn time_iters_2t(iters: u64, f: impl Fn(u64, usize) + Sync) -> Duration {
+    let cpu = cpu_clock();
+    let t0 = std::time::Instant::now();
+    let timed = |part: usize| {
+        let c0 = thread_cpu_ns().unwrap_or(0);
+        for run in 0..iters {
+            f(run, part);
+        }
+        thread_cpu_ns().unwrap_or(0).saturating_sub(c0)
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let h = s.spawn(|| timed(1));
+        let a = timed(0);
+        (a, h.join().unwrap())
+    });
+    // A sample shorter than a scheduler tick can read as zero CPU time: wall clock then.
+    if cpu && a.max(b) > 0 {
+        Duration::from_nanos(a.max(b))
+    } else {
+        t0.elapsed()
+    }
+}
+
+/// Sum of the u64 words of `b` (four independent lanes, so it runs at read bandwidth).
+fn read_sum(b: &[u8]) -> u64 {
+    let mut acc = [0u64; 4];
+    for c in b.chunks_exact(32) {
+        for (a, w) in acc.iter_mut().zip(c.chunks_exact(8)) {
+            *a = a.wrapping_add(u64::from_le_bytes(w.try_into().unwrap()));
+        }
+    }
+    acc.iter().fold(0, |s, &a| s.wrapping_add(a))
+}
+
+fn read_bw(c: &mut Criterion) {
+    let mut g = c.benchmark_group("read_bw");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let size = 16usize << 20;
+    let bufs: Vec<Vec<u8>> = (0..6).map(|i| vec![i as u8 + 1; size]).collect();
+    g.throughput(Throughput::Bytes(size as u64));
+    let mut i = 0;
+    g.bench_function("sum_u64/1t", |b| {
+        b.iter_custom(|iters| {
+            time_iters(iters, || {
+                i = (i + 1) % bufs.len();
+                black_box(read_sum(&bufs[i]));
+            })
+        })
+    });
+    g.bench_function("sum_u64/2t", |b| {
+        b.iter_custom(|iters| {
+            time_iters_2t(iters, |run, part| {
+                let buf = &bufs[run as usize % bufs.len()];
+                black_box(read_sum(&buf[part * size / 2..(part + 1) * size / 2]));
+            })
+        })
+    });
+    g.finish();
 }
 
 fn gemv(c: &mut Criterion) {
@@ -140,16 +220,17 @@ fn gemv(c: &mut Criterion) {
                     })
                 })
             });
+            let half = n / 2;
+            let outs = [0..half, half..n].map(|r| std::sync::Mutex::new(vec![0f32; r.len()]));
             g.bench_function(BenchmarkId::new(&name, "2t"), |b| {
-                b.iter(|| {
-                    i = (i + 1) % copies;
-                    let (o0, o1) = out.split_at_mut(n / 2);
-                    let w = &mats[i];
-                    std::thread::scope(|s| {
-                        s.spawn(|| kq::gemv(t, w, k, &a, 0..n / 2, o0).unwrap());
-                        kq::gemv(t, w, k, &a, n / 2..n, o1).unwrap();
-                    });
-                    black_box(&out);
+                b.iter_custom(|iters| {
+                    time_iters_2t(iters, |run, part| {
+                        let w = &mats[run as usize % copies];
+                        let rows = if part == 0 { 0..half } else { half..n };
+                        let mut o = outs[part].lock().unwrap();
+                        kq::gemv(t, w, k, &a, rows, &mut o).unwrap();
+                        black_box(&o);
+                    })
                 })
             });
         }
@@ -164,19 +245,46 @@ fn gemm(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     let (n, k) = (2048usize, 2048usize);
+    let xs: Vec<Vec<f32>> = [8usize, 64, 512]
+        .iter()
+        .map(|&m| {
+            (0..m * k)
+                .map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0)
+                .collect()
+        })
+        .collect();
+    // The f32 peer: the same n × k weights as f32, packed once as B = Wᵀ (k × n).
+    let wf: Vec<f32> = (0..n * k).map(|i| ((i * 31) % 1999) as f32 / 1e4).collect();
+    let mut packed = vec![0f32; packed_b_len(k, n).unwrap()];
+    pack_b(MatRef::new(&wf, k, n, 1, k).unwrap(), &mut packed).unwrap();
+    for x in &xs {
+        let m = x.len() / k;
+        let mut out = vec![0f32; m * n];
+        let mut scratch = vec![0f32; gemm_packed_scratch_len(m, k)];
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        g.bench_function(BenchmarkId::new(format!("F32_{n}x{k}"), m), |b| {
+            b.iter_custom(|iters| {
+                time_iters(iters, || {
+                    let av = MatRef::row_major(x, m, k).unwrap();
+                    let pb = PackedB::new(&packed, k, n).unwrap();
+                    let cv = MatMut::row_major(&mut out, m, n).unwrap();
+                    gemm_packed(1.0, av, pb, 0.0, cv, &Epilogue::default(), &mut scratch).unwrap();
+                    black_box(&out);
+                })
+            })
+        });
+    }
     for t in TYPES {
         let w = random_blocks(t, n * k, &mut rng);
-        for m in [8usize, 64, 512] {
-            let x: Vec<f32> = (0..m * k)
-                .map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0)
-                .collect();
+        for x in &xs {
+            let m = x.len() / k;
             let mut out = vec![0f32; m * n];
             let mut scratch = vec![0u8; kq::gemm_scratch_len(t, m, k).unwrap()];
             g.throughput(Throughput::Elements((2 * m * n * k) as u64));
             g.bench_function(BenchmarkId::new(format!("{}_{n}x{k}", t.name()), m), |b| {
                 b.iter_custom(|iters| {
                     time_iters(iters, || {
-                        kq::gemm(t, &w, k, &x, m, 0..n, &mut out, n, &mut scratch).unwrap();
+                        kq::gemm(t, &w, k, x, m, 0..n, &mut out, n, &mut scratch).unwrap();
                         black_box(&out);
                     })
                 })
@@ -186,5 +294,5 @@ fn gemm(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, gemv, gemm);
+criterion_group!(benches, read_bw, gemv, gemm);
 criterion_main!(benches);

@@ -9,7 +9,7 @@
 //!
 //! Paths: AVX2 (x86_64) has SIMD dots for all ten weight types, SIMD activation
 //! quantizers and SIMD dequantization for Q4_0, Q8_0, Q4_K and Q6_K; NEON (aarch64) has
-//! SIMD dots for Q4_0, Q8_0, Q4_K and Q6_K and the Q8_0 quantizer. Everything else runs
+//! SIMD dots for all ten weight types and the Q8_0 quantizer. Everything else runs
 //! the scalar path, which is rml-core's reference code. Activation quantizers are
 //! bit-exact with the reference on every path; dots agree with the reference to f32
 //! rounding (the summation order differs).
