@@ -113,9 +113,9 @@ mod tests {
         };
         let q: Vec<f32> = (0..heads * hd).map(|v| (v as f32 * 0.731).cos()).collect();
         let mut neox = q.clone();
-        Rope::new(&cfg, hd, RopeLayout::RotateHalf).apply(&mut neox, 7);
+        Rope::new(&cfg, hd, RopeLayout::RotateHalf).apply(&mut neox, 7, 16);
         let mut adjacent = permute_qk(&q, heads, hd, 1);
-        Rope::new(&cfg, hd, RopeLayout::Adjacent).apply(&mut adjacent, 7);
+        Rope::new(&cfg, hd, RopeLayout::Adjacent).apply(&mut adjacent, 7, 16);
         assert_eq!(permute_qk(&neox, heads, hd, 1), adjacent);
     }
 
