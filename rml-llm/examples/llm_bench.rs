@@ -24,7 +24,9 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T,
 }
 
 fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
-    let path = args.get(1).ok_or("usage: llm_bench MODEL THREADS PROMPT DECODE REPS")?;
+    let path = args
+        .get(1)
+        .ok_or("usage: llm_bench MODEL THREADS PROMPT DECODE REPS")?;
     let threads: usize = arg(args, 2, "THREADS")?;
     let pp: usize = arg(args, 3, "PROMPT_TOKENS")?;
     let tg: usize = arg(args, 4, "DECODE_TOKENS")?;
