@@ -7,19 +7,22 @@ use rml_core::ops::norm::rms_norm;
 use rml_core::ops::unary::{UnaryOp, apply};
 use rml_core::{Shape, TensorView, TensorViewMut};
 use rml_kernels::elementwise::{UnaryOp as KernelOp, unary_inplace};
-use rml_kernels::gemm::{Epilogue, MatMut, MatRef, SMALL_M, gemm_ex, gemm_scratch_len, gemv_nk};
+use rml_kernels::gemm::{
+    Epilogue, MatMut, MatRef, SMALL_M, Weight, gemm_ex, gemm_scratch_len, gemv_nk,
+};
 
 use crate::config::Activation;
 use crate::error::{Error, Result};
 
-/// `y[m × out] = x[m × in]·Wᵀ + b` for a row-major `[out, in]` weight `w`. Up to
+/// `y[m × out] = x[m × in]·Wᵀ + b` for a row-major `[out, in]` weight `w` in f32,
+/// f16 or bf16 (converted inside the kernels, f32 accumulation). Up to
 /// [`SMALL_M`] rows run on the `rml-kernels` GEMV (each weight row streamed once per
 /// group of rows); more rows (prefill) on the packed GEMM, with `scratch` grown to
 /// [`project_scratch_len`] values when smaller.
-pub fn project(
+pub fn project<T: Weight>(
     x: &[f32],
     m: usize,
-    w: &[f32],
+    w: &[T],
     bias: Option<&[f32]>,
     out_dim: usize,
     y: &mut [f32],

@@ -73,7 +73,7 @@ fn reorder_rows(
 }
 
 /// Splits a row-major `[Σ rows, cols]` matrix into consecutive row blocks.
-pub fn split_rows(w: &[f32], cols: usize, rows: &[usize]) -> Vec<Vec<f32>> {
+pub fn split_rows<T: Copy>(w: &[T], cols: usize, rows: &[usize]) -> Vec<Vec<T>> {
     let mut start = 0;
     rows.iter()
         .map(|&r| {
