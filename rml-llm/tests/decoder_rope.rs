@@ -131,9 +131,9 @@ fn longrope_with_wrong_factor_count_is_rejected_by_name() {
     let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
     json["rope_scaling"]["short_factor"] = serde_json::json!([1.0, 1.1, 1.5]);
     let bad = Config::from_hf_json(&json.to_string()).unwrap();
-    let err = Model::load(bad, &SafetensorsSource::open(dir("phi3_longrope")).unwrap())
-        .err()
-        .expect("three short factors for four frequencies must fail")
-        .to_string();
+    let Err(err) = Model::load(bad, &SafetensorsSource::open(dir("phi3_longrope")).unwrap()) else {
+        panic!("three short factors for four frequencies must fail");
+    };
+    let err = err.to_string();
     assert!(err.contains("LongRoPE") && err.contains("short"), "{err}");
 }
