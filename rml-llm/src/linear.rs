@@ -3,8 +3,11 @@
 //! A [`Matrix`] is kept in the form the file had when a quantized dot product exists
 //! for it (Q4_0 … Q8_0, K-quants): the activations are quantized once per call to the
 //! weight's `vec_dot_type` and the `rml-kernels` quantized GEMM runs on the blocks.
-//! Float weights (F32, F16, BF16) are held as f32 and run on the f32 GEMV.
+//! Float weights stay in their file type (F32, F16, BF16; mapped in place when
+//! aligned) and run on the `rml-kernels` GEMV/GEMM, which convert f16/bf16 to f32
+//! on the fly and accumulate in f32.
 
+use half::{bf16, f16};
 use rml_core::DType;
 use std::sync::Arc;
 
@@ -15,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::ops::{project, project_scratch_len};
 use crate::parallel::for_each_row_chunk;
 use crate::weights::transform::{split_rows, to_f32};
-use rml_kernels::gemm::SMALL_M;
+use rml_kernels::gemm::{SMALL_M, Weight};
 
 /// Where a weight's values live: an owned copy, or the file's mapped tensor (no
 /// copy; f32 only when the mapped bytes are 4-byte aligned).
@@ -48,6 +51,18 @@ impl<T: bytemuck::Pod> Store<T> {
         }
     }
 
+    /// The mapped store, or an owned copy of the values when they cannot be read in
+    /// place (not contiguous or misaligned).
+    fn mapped_or_copied(t: &Tensor) -> Result<Store<T>>
+    where
+        T: rml_core::dtype::Element,
+    {
+        match Store::mapped(t) {
+            Some(store) => Ok(store),
+            None => Ok(Store::Owned(t.to_vec::<T>()?)),
+        }
+    }
+
     /// True when the values are the file's own bytes.
     pub fn is_mapped(&self) -> bool {
         matches!(self, Store::Mapped(_))
@@ -59,6 +74,10 @@ impl<T: bytemuck::Pod> Store<T> {
 pub enum Matrix {
     /// f32 values.
     F32(Store<f32>),
+    /// f16 values (F16 GGUF or safetensors), converted in the kernels.
+    F16(Store<f16>),
+    /// bf16 values (BF16 safetensors or GGUF), converted in the kernels.
+    BF16(Store<bf16>),
     /// GGML blocks of `dtype`, one row after the other.
     Quantized {
         /// The block type.
@@ -75,8 +94,9 @@ impl Matrix {
     }
 
     /// The tensor's values, kept quantized when `keep_quantized` and a quantized dot
-    /// product exists for its dtype, else converted to f32. F32 and kept-quantized
-    /// tensors are used in place (no copy) when contiguous and aligned.
+    /// product exists for its dtype (else converted to f32); F32, F16 and BF16 kept
+    /// as they are. Tensors kept in their type are used in place (no copy) when
+    /// contiguous and aligned, else copied once.
     pub fn from_tensor(name: &str, t: &Tensor, keep_quantized: bool) -> Result<Matrix> {
         let dtype = t.dtype();
         if keep_quantized && dtype.is_quantized() && quant::is_weight_type(dtype) {
@@ -86,12 +106,15 @@ impl Matrix {
             };
             return Ok(Matrix::Quantized { dtype, bytes });
         }
-        if dtype == DType::F32
-            && let Some(store) = Store::mapped(t)
-        {
-            return Ok(Matrix::F32(store));
-        }
-        to_f32(name, t).map(Matrix::from_f32)
+        Ok(match dtype {
+            DType::F16 => Matrix::F16(Store::mapped_or_copied(t)?),
+            DType::BF16 => Matrix::BF16(Store::mapped_or_copied(t)?),
+            DType::F32 => match Store::mapped(t) {
+                Some(store) => Matrix::F32(store),
+                None => Matrix::from_f32(t.to_vec::<f32>()?),
+            },
+            _ => Matrix::from_f32(to_f32(name, t)?),
+        })
     }
 
     /// Splits a `[Σ rows, cols]` matrix into consecutive row blocks (copies).
@@ -100,6 +123,14 @@ impl Matrix {
             Matrix::F32(w) => Ok(split_rows(w.as_slice(), cols, rows)
                 .into_iter()
                 .map(Matrix::from_f32)
+                .collect()),
+            Matrix::F16(w) => Ok(split_rows(w.as_slice(), cols, rows)
+                .into_iter()
+                .map(|v| Matrix::F16(Store::Owned(v)))
+                .collect()),
+            Matrix::BF16(w) => Ok(split_rows(w.as_slice(), cols, rows)
+                .into_iter()
+                .map(|v| Matrix::BF16(Store::Owned(v)))
                 .collect()),
             Matrix::Quantized { dtype, bytes } => {
                 let rb =
@@ -119,6 +150,8 @@ impl Matrix {
     pub fn bytes(&self) -> usize {
         match self {
             Matrix::F32(w) => size_of_val(w.as_slice()),
+            Matrix::F16(w) => size_of_val(w.as_slice()),
+            Matrix::BF16(w) => size_of_val(w.as_slice()),
             Matrix::Quantized { bytes, .. } => bytes.as_slice().len(),
         }
     }
@@ -127,6 +160,8 @@ impl Matrix {
     pub fn is_mapped(&self) -> bool {
         match self {
             Matrix::F32(w) => w.is_mapped(),
+            Matrix::F16(w) => w.is_mapped(),
+            Matrix::BF16(w) => w.is_mapped(),
             Matrix::Quantized { bytes, .. } => bytes.is_mapped(),
         }
     }
@@ -196,7 +231,9 @@ impl Linear {
     /// The scratch [`Linear::forward`] needs for `m` rows.
     pub fn scratch_need(&self, m: usize) -> Result<LinearScratch> {
         let (quant, gemm) = match &self.weight {
-            Matrix::F32(_) => (0, project_scratch_len(m, self.out_dim, self.in_dim)),
+            Matrix::F32(_) | Matrix::F16(_) | Matrix::BF16(_) => {
+                (0, project_scratch_len(m, self.out_dim, self.in_dim))
+            }
             Matrix::Quantized { dtype, .. } => (
                 quant::gemm_scratch_len(*dtype, m, self.in_dim)
                     .map_err(Error::core("quantized linear"))?,
@@ -225,16 +262,12 @@ impl Linear {
                 return self.forward_rows_threaded(&pool, x, &mut y[..m * self.out_dim]);
             }
         }
+        let bias = self.bias.as_deref();
+        let (n, gemm) = (self.out_dim, &mut scratch.gemm);
         match &self.weight {
-            Matrix::F32(w) => project(
-                x,
-                m,
-                w.as_slice(),
-                self.bias.as_deref(),
-                self.out_dim,
-                y,
-                &mut scratch.gemm,
-            ),
+            Matrix::F32(w) => project(x, m, w.as_slice(), bias, n, y, gemm),
+            Matrix::F16(w) => project(x, m, w.as_slice(), bias, n, y, gemm),
+            Matrix::BF16(w) => project(x, m, w.as_slice(), bias, n, y, gemm),
             Matrix::Quantized { dtype, bytes } => {
                 let ctx = || Error::core("quantized linear");
                 let (k, n) = (self.in_dim, self.out_dim);
@@ -270,15 +303,9 @@ impl Linear {
         let k = self.in_dim;
         let x = &x[..k];
         match &self.weight {
-            Matrix::F32(w) => {
-                let w = w.as_slice();
-                let bias = self.bias.as_deref();
-                for_each_row_chunk(pool, y, 1, 32, k, |rows, out| {
-                    let b = bias.map(|b| &b[rows.clone()]);
-                    let rw = &w[rows.start * k..rows.end * k];
-                    project(x, 1, rw, b, rows.len(), out, &mut Vec::new())
-                })
-            }
+            Matrix::F32(w) => self.float_row_threaded(pool, w.as_slice(), x, y),
+            Matrix::F16(w) => self.float_row_threaded(pool, w.as_slice(), x, y),
+            Matrix::BF16(w) => self.float_row_threaded(pool, w.as_slice(), x, y),
             Matrix::Quantized { dtype, bytes } => {
                 let ctx = || Error::core("quantized linear");
                 let act = quant::vec_dot_type(*dtype).map_err(ctx())?;
@@ -296,6 +323,23 @@ impl Linear {
                 Ok(())
             }
         }
+    }
+
+    /// One row on a float weight `w`, output features split across `pool`.
+    fn float_row_threaded<T: Weight + Sync>(
+        &self,
+        pool: &ThreadPool,
+        w: &[T],
+        x: &[f32],
+        y: &mut [f32],
+    ) -> Result<()> {
+        let k = self.in_dim;
+        let bias = self.bias.as_deref();
+        for_each_row_chunk(pool, y, 1, 32, k, |rows, out| {
+            let b = bias.map(|b| &b[rows.clone()]);
+            let rw = &w[rows.start * k..rows.end * k];
+            project(x, 1, rw, b, rows.len(), out, &mut Vec::new())
+        })
     }
 
     /// Many rows (prefill), token rows split across `pool`; each chunk runs the

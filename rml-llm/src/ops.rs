@@ -1,23 +1,28 @@
 //! The few numeric building blocks the decoder composes: the f32 projection on the
 //! `rml-kernels` GEMV (decode) or packed GEMM (prefill), RMSNorm over rows and soft-capping on the `rml-core`
-//! reference ops, and the MLP activations.
+//! reference ops, and the MLP activations on the vectorized `rml-kernels` elementwise
+//! kernel.
 
 use rml_core::ops::norm::rms_norm;
 use rml_core::ops::unary::{UnaryOp, apply};
 use rml_core::{Shape, TensorView, TensorViewMut};
-use rml_kernels::gemm::{Epilogue, MatMut, MatRef, SMALL_M, gemm_ex, gemm_scratch_len, gemv_nk};
+use rml_kernels::elementwise::{UnaryOp as KernelOp, unary_inplace};
+use rml_kernels::gemm::{
+    Epilogue, MatMut, MatRef, SMALL_M, Weight, gemm_ex, gemm_scratch_len, gemv_nk,
+};
 
 use crate::config::Activation;
 use crate::error::{Error, Result};
 
-/// `y[m × out] = x[m × in]·Wᵀ + b` for a row-major `[out, in]` weight `w`. Up to
+/// `y[m × out] = x[m × in]·Wᵀ + b` for a row-major `[out, in]` weight `w` in f32,
+/// f16 or bf16 (converted inside the kernels, f32 accumulation). Up to
 /// [`SMALL_M`] rows run on the `rml-kernels` GEMV (each weight row streamed once per
 /// group of rows); more rows (prefill) on the packed GEMM, with `scratch` grown to
 /// [`project_scratch_len`] values when smaller.
-pub fn project(
+pub fn project<T: Weight>(
     x: &[f32],
     m: usize,
-    w: &[f32],
+    w: &[T],
     bias: Option<&[f32]>,
     out_dim: usize,
     y: &mut [f32],
@@ -85,15 +90,17 @@ pub fn softcap(values: &mut [f32], cap: f32) {
     }
 }
 
-/// `act(gate) ⊙ up` into `gate`.
+/// `act(gate) ⊙ up` into `gate`, the activation on the vectorized `rml-kernels`
+/// elementwise kernel (a few ulp from the `rml-core` reference).
 pub fn gated(activation: Activation, gate: &mut [f32], up: &[f32]) {
     let op = match activation {
-        Activation::Silu => UnaryOp::Silu,
-        Activation::GeluTanh => UnaryOp::GeluTanh,
-        Activation::Gelu => UnaryOp::Gelu,
+        Activation::Silu => KernelOp::Silu,
+        Activation::GeluTanh => KernelOp::GeluTanh,
+        Activation::Gelu => KernelOp::Gelu,
     };
+    unary_inplace(op, gate);
     for (g, u) in gate.iter_mut().zip(up) {
-        *g = apply(op, *g) * u;
+        *g *= u;
     }
 }
 

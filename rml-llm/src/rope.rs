@@ -6,8 +6,10 @@
 //!   permutation): dimension `2i` pairs with `2i + 1`.
 //!
 //! Pair `i` rotates by `pos · f_i`, with `f_i = base^(−2i/d)` rescaled as the
-//! [`RopeScaling`] says. Frequencies are computed as Hugging Face does (in f32:
-//! `1 / base^(2i/d)`), so positions agree to rounding.
+//! [`RopeScaling`] says (linear, llama3, divisors, YaRN, LongRoPE), and cos/sin
+//! multiplied by the scaling's attention factor (YaRN, LongRoPE). Frequencies are
+//! computed as Hugging Face does (in f32: `1 / base^(2i/d)`), so positions agree to
+//! rounding.
 
 use crate::config::{RopeConfig, RopeScaling};
 
@@ -24,20 +26,94 @@ pub enum RopeLayout {
 #[derive(Clone, Debug)]
 pub struct Rope {
     inv_freq: Vec<f32>,
+    /// LongRoPE's frequencies for a context longer than the `usize` positions.
+    long: Option<(Vec<f32>, usize)>,
+    /// Multiplier of cos and sin.
+    mscale: f32,
     head_dim: usize,
     layout: RopeLayout,
 }
 
-/// The rotary frequencies `f_i`, `i < rotary_dim/2`, after scaling.
+/// `base^(2i/d)` for `i < d/2` in f32, as `base ** (arange(0, d, 2) / d)`.
+fn powers(theta: f64, dim: usize) -> impl Iterator<Item = f32> {
+    (0..dim / 2).map(move |i| {
+        let exponent = (2 * i) as f32 / dim as f32;
+        theta.powf(f64::from(exponent)) as f32
+    })
+}
+
+/// YaRN's frequencies (Hugging Face `_compute_yarn_parameters`): a linear ramp over
+/// the dimensions between the ones that rotate `beta_fast` and `beta_slow` times
+/// over the original context blends the kept and the divided frequency.
+fn yarn(
+    theta: f64,
+    dim: usize,
+    factor: f64,
+    original: f64,
+    beta: (f64, f64),
+    truncate: bool,
+) -> Vec<f32> {
+    let correction_dim = |rotations: f64| {
+        dim as f64 * (original / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * theta.ln())
+    };
+    let (mut low, mut high) = (correction_dim(beta.0), correction_dim(beta.1));
+    if truncate {
+        (low, high) = (low.floor(), high.ceil());
+    }
+    let (low, mut high) = (low.max(0.0) as f32, high.min(dim as f64 - 1.0) as f32);
+    if low == high {
+        high += 0.001;
+    }
+    powers(theta, dim)
+        .enumerate()
+        .map(|(i, p)| {
+            let ramp = ((i as f32 - low) / (high - low)).clamp(0.0, 1.0);
+            let keep = 1.0 - ramp;
+            let interpolated = 1.0 / (factor as f32 * p);
+            interpolated * (1.0 - keep) + (1.0 / p) * keep
+        })
+        .collect()
+}
+
+/// `1 / (divisor_i · base^(2i/d))` (LongRoPE factors, missing ones 1).
+fn divided(theta: f64, dim: usize, divisors: &[f32]) -> Vec<f32> {
+    powers(theta, dim)
+        .enumerate()
+        .map(|(i, p)| 1.0 / (divisors.get(i).copied().unwrap_or(1.0) * p))
+        .collect()
+}
+
+/// The rotary frequencies `f_i`, `i < rotary_dim/2`, after scaling (LongRoPE: the
+/// short-context set).
 pub fn inv_freq(cfg: &RopeConfig) -> Vec<f32> {
     let dim = cfg.rotary_dim;
-    (0..dim / 2)
-        .map(|i| {
-            let exponent = (2 * i) as f32 / dim as f32;
-            let base = cfg.theta.powf(f64::from(exponent)) as f32;
+    match &cfg.scaling {
+        RopeScaling::Yarn {
+            factor,
+            original_max_positions,
+            beta_fast,
+            beta_slow,
+            truncate,
+            ..
+        } => {
+            return yarn(
+                cfg.theta,
+                dim,
+                *factor,
+                *original_max_positions,
+                (*beta_fast, *beta_slow),
+                *truncate,
+            );
+        }
+        RopeScaling::LongRope { short, .. } => return divided(cfg.theta, dim, short),
+        _ => {}
+    }
+    powers(cfg.theta, dim)
+        .enumerate()
+        .map(|(i, base)| {
             let f = 1.0 / base;
             match &cfg.scaling {
-                RopeScaling::None => f,
+                RopeScaling::None | RopeScaling::Yarn { .. } | RopeScaling::LongRope { .. } => f,
                 RopeScaling::Linear { factor } => (f64::from(f) / factor) as f32,
                 RopeScaling::Divisors(d) => f / d.get(i).copied().unwrap_or(1.0),
                 RopeScaling::Llama3 {
@@ -70,10 +146,41 @@ impl Rope {
     /// Frequencies for heads of width `head_dim` (the first `cfg.rotary_dim`
     /// dimensions rotate).
     pub fn new(cfg: &RopeConfig, head_dim: usize, layout: RopeLayout) -> Rope {
+        let (long, mscale) = match &cfg.scaling {
+            RopeScaling::Yarn {
+                attention_factor, ..
+            } => (None, *attention_factor),
+            RopeScaling::LongRope {
+                long,
+                original_max_positions,
+                attention_factor,
+                ..
+            } => (
+                Some((
+                    divided(cfg.theta, cfg.rotary_dim, long),
+                    *original_max_positions,
+                )),
+                *attention_factor,
+            ),
+            _ => (None, 1.0),
+        };
         Rope {
             inv_freq: inv_freq(cfg),
+            long,
+            mscale: mscale as f32,
             head_dim,
             layout,
+        }
+    }
+
+    /// The frequencies used in a context of `context` positions: LongRoPE's long set
+    /// when `context` exceeds the original context (llama.cpp's rule; transformers
+    /// switches on the current sequence length instead, which is the same when the
+    /// cache is sized to the sequence), else the one set.
+    pub fn frequencies(&self, context: usize) -> &[f32] {
+        match &self.long {
+            Some((long, original)) if context > *original => long,
+            _ => &self.inv_freq,
         }
     }
 
@@ -82,13 +189,18 @@ impl Rope {
         self.layout
     }
 
-    /// Rotates every head of `x` (`heads × head_dim` values) for position `pos`.
-    pub fn apply(&self, x: &mut [f32], pos: usize) {
-        let half = self.inv_freq.len();
+    /// Rotates every head of `x` (`heads × head_dim` values) for position `pos` in a
+    /// context (KV cache) of `context` positions.
+    pub fn apply(&self, x: &mut [f32], pos: usize, context: usize) {
+        let freqs = self.frequencies(context);
+        let half = freqs.len();
         for head in x.chunks_exact_mut(self.head_dim) {
-            for (i, &f) in self.inv_freq.iter().enumerate() {
+            for (i, &f) in freqs.iter().enumerate() {
                 let angle = f64::from(pos as f32 * f);
-                let (sin, cos) = (angle.sin() as f32, angle.cos() as f32);
+                let (sin, cos) = (
+                    angle.sin() as f32 * self.mscale,
+                    angle.cos() as f32 * self.mscale,
+                );
                 let (a, b) = match self.layout {
                     RopeLayout::RotateHalf => (i, i + half),
                     RopeLayout::Adjacent => (2 * i, 2 * i + 1),
@@ -148,9 +260,9 @@ mod tests {
         let rope = Rope::new(&cfg(RopeScaling::None), 16, RopeLayout::RotateHalf);
         let orig: Vec<f32> = (0..32).map(|i| (i as f32 * 0.37).sin()).collect();
         let mut x = orig.clone();
-        rope.apply(&mut x, 0);
+        rope.apply(&mut x, 0, 16);
         assert_eq!(x, orig);
-        rope.apply(&mut x, 5);
+        rope.apply(&mut x, 5, 16);
         for h in 0..2 {
             for i in 0..8 {
                 let (a, b) = (h * 16 + i, h * 16 + i + 8);

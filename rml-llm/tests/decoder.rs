@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use rml_host::formats::safetensors::SafeTensors;
+use rml_llm::linear::Matrix;
 use rml_llm::{Config, KvDtype, Model, SafetensorsSource};
 
 /// Largest allowed `max |rml − reference|` over a prompt, relative to the largest
@@ -175,4 +176,18 @@ fn windowed_cache_rings_give_the_same_logits_with_less_memory() {
             .to_string();
         assert!(err.contains("block of 2"), "{err}");
     }
+}
+
+#[test]
+fn half_precision_projections_are_used_in_place_not_converted() {
+    // Mistral is stored in BF16, Qwen2 in F16: their projections stay in that type,
+    // read where they lie in the mapped file (the logits tests above cover them).
+    let mistral = load("mistral");
+    let q = mistral.layer(0).unwrap().q().weight();
+    assert!(matches!(q, Matrix::BF16(s) if s.is_mapped()), "{q:?}");
+    let qwen2 = load("qwen2");
+    let q = qwen2.layer(1).unwrap().q().weight();
+    assert!(matches!(q, Matrix::F16(s) if s.is_mapped()), "{q:?}");
+    // Two bytes per projection weight: the f32 copy would be twice as large.
+    assert_eq!(q.bytes(), 2 * 64 * 64);
 }

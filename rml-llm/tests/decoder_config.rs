@@ -32,11 +32,11 @@ fn unsupported_architecture_is_named_with_the_supported_list() {
 
 #[test]
 fn unsupported_rope_type_and_activation_are_rejected_by_name() {
-    let yarn =
-        hf(r#", "model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 4.0}"#);
-    let msg = Config::from_hf_json(&yarn).unwrap_err().to_string();
+    let dynamic =
+        hf(r#", "model_type": "llama", "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}"#);
+    let msg = Config::from_hf_json(&dynamic).unwrap_err().to_string();
     assert!(
-        msg.contains("rope type \"yarn\"") && msg.contains("llama3"),
+        msg.contains("rope type \"dynamic\"") && msg.contains("llama3") && msg.contains("yarn"),
         "{msg}"
     );
     let relu = hf(r#", "model_type": "qwen2", "hidden_act": "relu""#);
@@ -213,4 +213,51 @@ fn qwen2_slides_only_with_use_sliding_window_from_max_window_layers() {
     );
     let c = Config::from_hf_json(&on).unwrap();
     assert!(c.qkv_bias && !c.o_bias && !c.qk_norm && !c.tie_embeddings);
+}
+
+#[test]
+fn gguf_yarn_and_phi3_longrope_metadata() {
+    let meta = gguf(
+        "qwen2",
+        &[
+            ("rope.scaling.type", MetaValue::Str("yarn".into())),
+            ("rope.scaling.factor", MetaValue::F64(4.0)),
+            (
+                "rope.scaling.original_context_length",
+                MetaValue::U64(32768),
+            ),
+            ("rope.scaling.yarn_beta_fast", MetaValue::F64(16.0)),
+        ],
+    );
+    let c = Config::from_metadata(&meta).unwrap();
+    assert_eq!(
+        c.rope.scaling,
+        RopeScaling::Yarn {
+            factor: 4.0,
+            original_max_positions: 32768.0,
+            beta_fast: 16.0,
+            beta_slow: 1.0,
+            attention_factor: 0.1 * 4f64.ln() + 1.0,
+            truncate: true,
+        }
+    );
+    // Phi-3 long-context files: the factors come later from the tensors.
+    let meta = gguf(
+        "phi3",
+        &[
+            ("context_length", MetaValue::U64(131072)),
+            ("rope.scaling.original_context_length", MetaValue::U64(4096)),
+            ("rope.scaling.attn_factor", MetaValue::F64(1.19)),
+        ],
+    );
+    let c = Config::from_metadata(&meta).unwrap();
+    assert_eq!(
+        c.rope.scaling,
+        RopeScaling::LongRope {
+            short: vec![],
+            long: vec![],
+            original_max_positions: 4096,
+            attention_factor: 1.19,
+        }
+    );
 }

@@ -101,6 +101,13 @@ fn quantized_projections_stay_quantized_and_use_less_memory() {
 }
 
 #[test]
+fn f16_gguf_projections_stay_f16_in_the_mapped_file() {
+    let model = load("gemma2", "model-f16.gguf");
+    let q = model.layer(0).unwrap().q().weight();
+    assert!(matches!(q, Matrix::F16(s) if s.is_mapped()), "{q:?}");
+}
+
+#[test]
 fn mixtral_f16_gguf_with_stacked_experts_matches_transformers() {
     let model = load("mixtral", "model-f16.gguf");
     assert_eq!(model.config().family, Family::Mixtral);

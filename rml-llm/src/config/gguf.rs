@@ -4,7 +4,8 @@
 //! Keys follow llama.cpp's `{arch}.…` scheme (see `docs/llm.md`). Mistral and Mixtral
 //! files use architecture `llama`; a `llama` file with `expert_count > 0` is read as
 //! Mixtral. Llama 3.1 rope scaling arrives as the `rope_freqs.weight` tensor, which
-//! the weight loader turns into [`RopeScaling::Divisors`].
+//! the weight loader turns into [`RopeScaling::Divisors`]; Phi-3's LongRoPE factors
+//! arrive as `rope_factors_{short,long}.weight`, also read by the loader.
 
 use std::collections::BTreeMap;
 
@@ -160,11 +161,40 @@ impl Config {
         };
         let gemma = family.is_gemma();
         let rotary_dim = k.opt_usize("rope.dimension_count")?.unwrap_or(head_dim);
+        let context = k.opt_usize("context_length")?.unwrap_or(4096);
+        let original = k.opt_usize("rope.scaling.original_context_length")?;
+        let attn_factor = k.opt_f64("rope.scaling.attn_factor")?;
         let scaling = match k.opt_str("rope.scaling.type")?.as_deref() {
+            None | Some("none") if family == Family::Phi3 && original.is_some() => {
+                // Phi-3 long-context files: the factors are the `rope_factors_long` and
+                // `rope_factors_short` tensors, filled in by the weight loader.
+                let original = original.unwrap_or(context).max(1);
+                RopeScaling::LongRope {
+                    short: Vec::new(),
+                    long: Vec::new(),
+                    original_max_positions: original,
+                    attention_factor: attn_factor.unwrap_or_else(|| {
+                        RopeScaling::longrope_mscale(context as f64, original as f64)
+                    }),
+                }
+            }
             None | Some("none") => RopeScaling::None,
             Some("linear") => RopeScaling::Linear {
                 factor: k.opt_f64("rope.scaling.factor")?.unwrap_or(1.0),
             },
+            Some("yarn") => {
+                let factor = k.opt_f64("rope.scaling.factor")?.unwrap_or(1.0);
+                RopeScaling::Yarn {
+                    factor,
+                    original_max_positions: original.unwrap_or(context).max(1) as f64,
+                    beta_fast: k.opt_f64("rope.scaling.yarn_beta_fast")?.unwrap_or(32.0),
+                    beta_slow: k.opt_f64("rope.scaling.yarn_beta_slow")?.unwrap_or(1.0),
+                    // llama.cpp multiplies its own mscale by `attn_factor`.
+                    attention_factor: RopeScaling::yarn_mscale(factor, 1.0)
+                        * attn_factor.unwrap_or(1.0),
+                    truncate: true,
+                }
+            }
             Some(other) => return Err(unsupported("rope type", other, ROPE_TYPES)),
         };
         let default_theta = if family == Family::Gemma3 {
@@ -235,7 +265,7 @@ impl Config {
             n_kv_heads,
             head_dim,
             rms_eps: eps as f32,
-            max_positions: k.opt_usize("context_length")?.unwrap_or(4096),
+            max_positions: context,
             activation: if gemma {
                 Activation::GeluTanh
             } else {

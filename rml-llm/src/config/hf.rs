@@ -68,6 +68,16 @@ impl Json<'_> {
             .transpose()
     }
 
+    fn opt_f32_list(&self, key: &str) -> Result<Option<Vec<f32>>> {
+        self.get(key)
+            .map(|v| {
+                v.as_array()
+                    .and_then(|a| a.iter().map(|x| x.as_f64().map(|x| x as f32)).collect())
+                    .ok_or_else(|| Error::config(self.source, key, "expected a list of numbers"))
+            })
+            .transpose()
+    }
+
     fn child(&self, key: &str) -> Result<Option<Json<'_>>> {
         self.get(key)
             .map(|v| {
@@ -82,8 +92,10 @@ impl Json<'_> {
     }
 }
 
-/// Parses an HF rope-scaling object (`rope_scaling`, or one `rope_parameters`).
-fn hf_rope_scaling(j: &Json<'_>) -> Result<RopeScaling> {
+/// Parses an HF rope-scaling object (`rope_scaling`, or one `rope_parameters`);
+/// `top` is the whole config, whose `max_position_embeddings` and (Phi-3's)
+/// top-level `original_max_position_embeddings` YaRN and LongRoPE also read.
+fn hf_rope_scaling(j: &Json<'_>, top: &Json<'_>) -> Result<RopeScaling> {
     let kind = match j.opt_str("rope_type")? {
         Some(k) => k,
         None => j.opt_str("type")?.unwrap_or("default"),
@@ -99,8 +111,69 @@ fn hf_rope_scaling(j: &Json<'_>) -> Result<RopeScaling> {
             high_freq_factor: j.f64_or("high_freq_factor", 4.0)?,
             original_max_positions: j.f64_or("original_max_position_embeddings", 8192.0)?,
         },
+        "yarn" => {
+            let (max, original) = original_context(j, top)?;
+            let factor = j.f64_or("factor", max / original)?;
+            let attention_factor = match j.opt_f64("attention_factor")? {
+                Some(a) => a,
+                None => match (j.opt_f64("mscale")?, j.opt_f64("mscale_all_dim")?) {
+                    (Some(m), Some(all)) if m != 0.0 && all != 0.0 => {
+                        RopeScaling::yarn_mscale(factor, m) / RopeScaling::yarn_mscale(factor, all)
+                    }
+                    _ => RopeScaling::yarn_mscale(factor, 1.0),
+                },
+            };
+            RopeScaling::Yarn {
+                factor,
+                original_max_positions: original,
+                beta_fast: j
+                    .opt_f64("beta_fast")?
+                    .filter(|b| *b != 0.0)
+                    .unwrap_or(32.0),
+                beta_slow: j.opt_f64("beta_slow")?.filter(|b| *b != 0.0).unwrap_or(1.0),
+                attention_factor,
+                truncate: j.bool_or("truncate", true)?,
+            }
+        }
+        "longrope" | "su" => {
+            let (max, original) = original_context(j, top)?;
+            let list = |key: &str| {
+                j.opt_f32_list(key)?
+                    .ok_or_else(|| Error::config(j.source, key, "missing (rope type longrope)"))
+            };
+            let factor = j.f64_or("factor", max / original)?;
+            let attention_factor = match j.opt_f64("attention_factor")? {
+                Some(a) => a,
+                None => RopeScaling::longrope_mscale(factor * original, original),
+            };
+            RopeScaling::LongRope {
+                short: list("short_factor")?,
+                long: list("long_factor")?,
+                original_max_positions: original as usize,
+                attention_factor,
+            }
+        }
         other => return Err(unsupported("rope type", other, ROPE_TYPES)),
     })
+}
+
+/// `(max_position_embeddings, original_max_position_embeddings)` for YaRN and
+/// LongRoPE: the original context from the top level (Phi-3), else the rope object,
+/// else the maximum itself, as transformers does.
+fn original_context(j: &Json<'_>, top: &Json<'_>) -> Result<(f64, f64)> {
+    let max = top.f64_or("max_position_embeddings", 2048.0)?;
+    let original = match top.opt_f64("original_max_position_embeddings")? {
+        Some(o) => o,
+        None => j.f64_or("original_max_position_embeddings", max)?,
+    };
+    if original < 1.0 {
+        return Err(Error::config(
+            j.source,
+            "original_max_position_embeddings",
+            "must be at least 1",
+        ));
+    }
+    Ok((max, original))
 }
 
 /// The global and local rope of an HF config (both the 4.x `rope_theta` /
@@ -118,7 +191,7 @@ fn hf_ropes(
     let rope_of = |p: &Json<'_>, theta_default: f64| -> Result<RopeConfig> {
         Ok(RopeConfig {
             theta: p.f64_or("rope_theta", theta_default)?,
-            scaling: hf_rope_scaling(p)?,
+            scaling: hf_rope_scaling(p, j)?,
             rotary_dim,
         })
     };
@@ -136,7 +209,7 @@ fn hf_ropes(
         ));
     }
     let scaling = match j.child("rope_scaling")? {
-        Some(s) => hf_rope_scaling(&s)?,
+        Some(s) => hf_rope_scaling(&s, j)?,
         None => RopeScaling::None,
     };
     let global = RopeConfig {

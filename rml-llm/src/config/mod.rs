@@ -61,7 +61,9 @@ pub const GGUF_ARCHITECTURES: &[&str] = &[
 pub const ACTIVATIONS: &[&str] = &["silu", "swish", "gelu_pytorch_tanh", "gelu_tanh", "gelu"];
 
 /// The rope types accepted (`rope_scaling.rope_type`, GGUF `rope.scaling.type`).
-pub const ROPE_TYPES: &[&str] = &["default", "none", "linear", "llama3"];
+pub const ROPE_TYPES: &[&str] = &[
+    "default", "none", "linear", "llama3", "yarn", "longrope", "su",
+];
 
 impl Family {
     /// The family of a Hugging Face `model_type`.
@@ -139,6 +141,60 @@ pub enum RopeScaling {
     },
     /// Per-frequency divisors given as data (GGUF `rope_freqs.weight`).
     Divisors(Vec<f32>),
+    /// YaRN: frequencies whose wavelength fits the original context many times are
+    /// kept (extrapolated), slow ones divided by `factor` (interpolated), with a linear
+    /// ramp between; cos and sin are multiplied by `attention_factor`.
+    Yarn {
+        /// Context extension factor.
+        factor: f64,
+        /// The pretraining context (`original_max_position_embeddings`).
+        original_max_positions: f64,
+        /// Rotations over the original context above which a frequency is kept.
+        beta_fast: f64,
+        /// Rotations below which a frequency is fully interpolated.
+        beta_slow: f64,
+        /// Multiplier of cos and sin (`0.1·ln(factor) + 1` unless given).
+        attention_factor: f64,
+        /// Round the ramp's ends outwards to whole dimensions (HF `truncate`).
+        truncate: bool,
+    },
+    /// LongRoPE (Phi-3 `longrope`, formerly `su`): per-frequency divisors, `short`
+    /// for contexts up to `original_max_positions` and `long` beyond, with cos and sin
+    /// multiplied by `attention_factor`. Which set applies is decided by the KV cache's
+    /// capacity (llama.cpp's rule; see [`crate::rope::Rope::apply`]).
+    LongRope {
+        /// Divisors for a context within the original one (`short_factor`).
+        short: Vec<f32>,
+        /// Divisors for a longer context (`long_factor`).
+        long: Vec<f32>,
+        /// The pretraining context.
+        original_max_positions: usize,
+        /// Multiplier of cos and sin (`sqrt(1 + ln(s)/ln(original))` for
+        /// `s = max_positions / original` unless given).
+        attention_factor: f64,
+    },
+}
+
+impl RopeScaling {
+    /// YaRN's attention factor `0.1·m·ln(factor) + 1` for a context extension
+    /// `factor` (1 for `factor ≤ 1`); the default is `m = 1`.
+    pub fn yarn_mscale(factor: f64, m: f64) -> f64 {
+        if factor <= 1.0 {
+            1.0
+        } else {
+            0.1 * m * factor.ln() + 1.0
+        }
+    }
+
+    /// LongRoPE's default attention factor for `max_positions` over `original`.
+    pub fn longrope_mscale(max_positions: f64, original: f64) -> f64 {
+        let s = max_positions / original;
+        if s <= 1.0 {
+            1.0
+        } else {
+            (1.0 + s.ln() / original.ln()).sqrt()
+        }
+    }
 }
 
 /// Rotary embedding parameters of one kind of layer.

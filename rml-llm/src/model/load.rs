@@ -187,6 +187,30 @@ impl Model {
         {
             config.rope.scaling = RopeScaling::Divisors(div);
         }
+        if let RopeScaling::LongRope { short, long, .. } = &mut config.rope.scaling
+            && short.is_empty()
+        {
+            // GGUF: the factors are tensors.
+            for (name, factors) in [
+                ("rope_factors_short.weight", short),
+                ("rope_factors_long.weight", long),
+            ] {
+                *factors = f
+                    .optional_any(name)?
+                    .ok_or_else(|| Error::MissingTensor { name: name.into() })?;
+            }
+        }
+        if let RopeScaling::LongRope { short, long, .. } = &config.rope.scaling {
+            let half = config.rope.rotary_dim / 2;
+            if short.len() != half || long.len() != half {
+                return Err(Error::Input(format!(
+                    "LongRoPE needs {half} short and long factors (rotary dim {}), got {} and {}",
+                    config.rope.rotary_dim,
+                    short.len(),
+                    long.len()
+                )));
+            }
+        }
         let layout = match (f.convention, config.family) {
             (Convention::Gguf, Family::Llama | Family::Mistral | Family::Mixtral) => {
                 RopeLayout::Adjacent

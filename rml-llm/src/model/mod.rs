@@ -302,8 +302,9 @@ impl Model {
             _ => &self.rope,
         };
         for i in 0..t {
-            rope.apply(&mut s.q[i * q_dim..(i + 1) * q_dim], start + i);
-            rope.apply(&mut s.k[i * kv_dim..(i + 1) * kv_dim], start + i);
+            let context = cache.capacity();
+            rope.apply(&mut s.q[i * q_dim..(i + 1) * q_dim], start + i, context);
+            rope.apply(&mut s.k[i * kv_dim..(i + 1) * kv_dim], start + i, context);
             cache.store(
                 index,
                 start + i,

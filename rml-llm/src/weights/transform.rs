@@ -73,7 +73,7 @@ fn reorder_rows(
 }
 
 /// Splits a row-major `[Σ rows, cols]` matrix into consecutive row blocks.
-pub fn split_rows(w: &[f32], cols: usize, rows: &[usize]) -> Vec<Vec<f32>> {
+pub fn split_rows<T: Copy>(w: &[T], cols: usize, rows: &[usize]) -> Vec<Vec<T>> {
     let mut start = 0;
     rows.iter()
         .map(|&r| {
@@ -113,9 +113,9 @@ mod tests {
         };
         let q: Vec<f32> = (0..heads * hd).map(|v| (v as f32 * 0.731).cos()).collect();
         let mut neox = q.clone();
-        Rope::new(&cfg, hd, RopeLayout::RotateHalf).apply(&mut neox, 7);
+        Rope::new(&cfg, hd, RopeLayout::RotateHalf).apply(&mut neox, 7, 16);
         let mut adjacent = permute_qk(&q, heads, hd, 1);
-        Rope::new(&cfg, hd, RopeLayout::Adjacent).apply(&mut adjacent, 7);
+        Rope::new(&cfg, hd, RopeLayout::Adjacent).apply(&mut adjacent, 7, 16);
         assert_eq!(permute_qk(&neox, heads, hd, 1), adjacent);
     }
 
