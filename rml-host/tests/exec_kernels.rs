@@ -235,3 +235,175 @@ fn norm_and_softmax_row_kernels_match_the_interpreter() {
         }
     }
 }
+
+/// One `conv2d` case: input dims `[N, C, H, W]`, output channels, kernel, stride,
+/// padding `[[top, bottom], [left, right]]`, dilation, groups, bias.
+struct ConvCase {
+    x: [usize; 4],
+    co: usize,
+    k: [usize; 2],
+    stride: [usize; 2],
+    pad: [[usize; 2]; 2],
+    dilation: [usize; 2],
+    groups: usize,
+    bias: bool,
+}
+
+/// `(value, Σ|x·w| + |b|)` per output element of a direct f64 convolution.
+fn direct_conv(c: &ConvCase, x: &[f32], w: &[f32], b: &[f32], out: [usize; 4]) -> Vec<(f64, f64)> {
+    let [n, ci, h, wd] = c.x;
+    let (cig, cog) = (ci / c.groups, c.co / c.groups);
+    let mut res = Vec::new();
+    for img in 0..n {
+        for o in 0..c.co {
+            let g = o / cog;
+            for oy in 0..out[2] {
+                for ox in 0..out[3] {
+                    let bias = if c.bias { f64::from(b[o]) } else { 0.0 };
+                    let (mut v, mut mag) = (bias, bias.abs());
+                    for i in 0..cig {
+                        for ky in 0..c.k[0] {
+                            for kx in 0..c.k[1] {
+                                let y = (oy * c.stride[0] + ky * c.dilation[0]) as isize
+                                    - c.pad[0][0] as isize;
+                                let xx = (ox * c.stride[1] + kx * c.dilation[1]) as isize
+                                    - c.pad[1][0] as isize;
+                                if y < 0 || xx < 0 || y >= h as isize || xx >= wd as isize {
+                                    continue;
+                                }
+                                let xi =
+                                    ((img * ci + g * cig + i) * h + y as usize) * wd + xx as usize;
+                                let wi = ((o * cig + i) * c.k[0] + ky) * c.k[1] + kx;
+                                let p = f64::from(x[xi]) * f64::from(w[wi]);
+                                v += p;
+                                mag += p.abs();
+                            }
+                        }
+                    }
+                    res.push((v, mag));
+                }
+            }
+        }
+    }
+    res
+}
+
+#[test]
+fn conv2d_gemm_matches_a_direct_convolution_within_a_k_bound() {
+    let case = |x, co, k, stride, pad, dilation, groups, bias| ConvCase {
+        x,
+        co,
+        k,
+        stride,
+        pad,
+        dilation,
+        groups,
+        bias,
+    };
+    let cases = [
+        // 3×3 same padding, K = 288 crosses the GEMM's K block; 2 images.
+        case(
+            [2, 32, 9, 7],
+            20,
+            [3, 3],
+            [1, 1],
+            [[1, 1], [1, 1]],
+            [1, 1],
+            1,
+            true,
+        ),
+        // stride 2, asymmetric padding, no bias, 1 output channel row per thread.
+        case(
+            [1, 3, 11, 10],
+            3,
+            [3, 2],
+            [2, 3],
+            [[0, 2], [1, 0]],
+            [1, 1],
+            1,
+            false,
+        ),
+        // dilation and groups.
+        case(
+            [1, 8, 12, 12],
+            6,
+            [3, 3],
+            [1, 2],
+            [[2, 2], [2, 2]],
+            [2, 2],
+            2,
+            true,
+        ),
+        // depthwise, 1×1 and a kernel wider than the padded input is not (valid).
+        case(
+            [2, 4, 5, 6],
+            4,
+            [1, 1],
+            [1, 1],
+            [[0, 0], [0, 0]],
+            [1, 1],
+            4,
+            true,
+        ),
+        case(
+            [1, 5, 6, 6],
+            7,
+            [6, 6],
+            [1, 1],
+            [[0, 0], [0, 0]],
+            [1, 1],
+            1,
+            true,
+        ),
+    ];
+    for (ci, c) in cases.iter().enumerate() {
+        let [n, chans, h, w] = c.x;
+        let cig = chans / c.groups;
+        let windows = |size: usize, pad: [usize; 2], k: usize, d: usize, s: usize| {
+            (size + pad[0] + pad[1] - (d * (k - 1) + 1)) / s + 1
+        };
+        let out = [
+            n,
+            c.co,
+            windows(h, c.pad[0], c.k[0], c.dilation[0], c.stride[0]),
+            windows(w, c.pad[1], c.k[1], c.dilation[1], c.stride[1]),
+        ];
+        let w_dims = [c.co, cig, c.k[0], c.k[1]];
+        let wv = exec_support::values(w_dims.iter().product(), 11 + ci as u64);
+        let bv = exec_support::values(c.co, 5);
+        let mut constants = MemoryConstants::new();
+        constants.insert("w", &w_dims, Buffer::F32(wv.clone()));
+        let mut decls = vec![decl("w", json!(w_dims))];
+        let mut inputs = vec!["x", "w"];
+        if c.bias {
+            constants.insert("b", &[c.co], Buffer::F32(bv.clone()));
+            decls.push(decl("b", json!([c.co])));
+            inputs.push("b");
+        }
+        let attrs = json!({"stride": c.stride, "padding": c.pad, "dilation": c.dilation,
+                           "groups": c.groups});
+        let text = json!({
+            "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+            "inputs": [decl("x", json!(c.x))],
+            "constants": decls,
+            "nodes": [{"op": "conv2d", "inputs": inputs, "outputs": ["y"], "attrs": attrs}],
+            "outputs": [decl("y", json!(out))]
+        })
+        .to_string();
+        let g = load_graph(&text, &constants).unwrap();
+        let x = exec_support::tensor(&c.x, 3 + ci as u64);
+        let want = direct_conv(c, &f32s(&x.data), &wv, &bv, out);
+        let got = &exec_all(&g, &constants, &[x])[0];
+        assert_eq!(got.len(), want.len(), "case {ci}");
+        let terms = cig * c.k[0] * c.k[1] + 1;
+        let gamma = terms as f64 * UNIT_ROUNDOFF / (1.0 - terms as f64 * UNIT_ROUNDOFF);
+        for (i, (&g, &(v, mag))) in got.iter().zip(&want).enumerate() {
+            // The f32 result against the exact sum, plus its own rounding to f32.
+            let tol = gamma * mag + f64::from(f32::EPSILON) * v.abs();
+            assert!(
+                (f64::from(g) - v).abs() <= tol,
+                "case {ci} element {i}: {g} vs {v} (bound {tol})"
+            );
+        }
+    }
+}

@@ -12,11 +12,13 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use rml_core::ops::conv::Conv2dParams;
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
+use super::conv::Conv2d;
 use super::error::{GraphError, Site};
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
 use super::interp::float::fill;
@@ -514,6 +516,11 @@ impl Ctx<'_> {
         let [o, ..] = io.outs;
         let shape = self.plan.shapes[out];
         let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
+        if let Op::Conv2d(p) = &node.op
+            && self.conv2d(p, &views, words, shape)
+        {
+            return Some(Ok(()));
+        }
         let result = match row_kernel(&node.op, &views, words) {
             Some(done) => done,
             None => {
@@ -525,6 +532,48 @@ impl Ctx<'_> {
             site: Site::Node(Box::new(node.describe(index))),
             message: e.to_string(),
         }))
+    }
+
+    /// Runs an f32 `conv2d` as im2col + GEMM ([`Conv2d`]) into `out`; `false` (nothing
+    /// written) when the operands are not plain 4-D tensors that fit `p`, leaving
+    /// the node to rml-core, which reports what is wrong.
+    fn conv2d(
+        &self,
+        p: &Conv2dParams,
+        views: &[Option<TensorView<'_, f32>>],
+        out: &mut [f32],
+        shape: Shape,
+    ) -> bool {
+        let dims4 = |v: &TensorView<'_, f32>| <[usize; 4]>::try_from(v.shape().dims()).ok();
+        let operand = |i: usize| {
+            let v = views.get(i)?.as_ref()?;
+            Some((v.as_slice().ok()?, dims4(v)?))
+        };
+        let (Some(x), Some(w), Ok(out_dims)) = (operand(0), operand(1), shape.dims().try_into())
+        else {
+            return false;
+        };
+        let bias = match views.get(2) {
+            Some(Some(b)) => match b.as_slice() {
+                Ok(b) => Some(b),
+                Err(_) => return false,
+            },
+            _ => None,
+        };
+        let conv = Conv2d {
+            x,
+            w,
+            bias,
+            out: out_dims,
+        };
+        if !conv.fits(p, out.len()) {
+            return false;
+        }
+        let [_, co, _, _] = out_dims;
+        let work = out.len().saturating_mul(w.0.len() / co.max(1));
+        let chunks = self.chunks(co / p.groups, work);
+        conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
+        true
     }
 
     /// An arena-held input's elements.
