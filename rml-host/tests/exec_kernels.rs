@@ -407,3 +407,46 @@ fn conv2d_gemm_matches_a_direct_convolution_within_a_k_bound() {
         }
     }
 }
+
+#[test]
+fn max_pool2d_equals_the_interpreter_exactly() {
+    // (kernel, stride, padding, dilation, ceil_mode) on [2, 3, 9, 8] inputs with a NaN.
+    let cases = [
+        ([2, 2], [2, 2], [[0, 0], [0, 0]], [1, 1], false),
+        ([3, 3], [1, 1], [[1, 1], [1, 1]], [1, 1], false),
+        ([3, 2], [2, 3], [[1, 0], [0, 1]], [2, 1], true),
+        ([2, 3], [3, 2], [[1, 1], [1, 1]], [1, 2], true),
+    ];
+    for (ci, &(kernel, stride, padding, dilation, ceil_mode)) in cases.iter().enumerate() {
+        let attrs = json!({"kernel": kernel, "stride": stride, "padding": padding,
+                           "dilation": dilation, "ceil_mode": ceil_mode});
+        let text = json!({
+            "format": "rml-graph", "version": 1,
+            "inputs": [decl("x", json!([2, 3, 9, 8]))],
+            "nodes": [{"op": "max_pool2d", "inputs": ["x"], "outputs": ["y"], "attrs": attrs}],
+            "outputs": [decl("y", json!([2, 3, "?", "?"]))]
+        })
+        .to_string();
+        let constants = MemoryConstants::new();
+        let g = load_graph(&text, &constants).unwrap();
+        let x = exec_support::tensor(&[2, 3, 9, 8], 21 + ci as u64);
+        let want = f32s(&run(&g, &constants, std::slice::from_ref(&x)).unwrap()[0].data);
+        assert_eq!(exec_all(&g, &constants, &[x.clone()])[0], want, "case {ci}");
+        // NaNs propagate as in the reference (compared apart: NaN != NaN); two of
+        // them, at rows/columns 0/1 and 1/0 of a plane, so every case's windows see one.
+        let mut x = x;
+        if let Buffer::F32(v) = &mut x.data {
+            v[73] = f32::NAN;
+            v[80] = f32::NAN;
+        }
+        let want = f32s(&run(&g, &constants, std::slice::from_ref(&x)).unwrap()[0].data);
+        let mut e = Executor::new(g, &constants, Options::default()).unwrap();
+        let got = f32s(&e.run(&[x]).unwrap()[0].data);
+        assert!(
+            got.iter().any(|v| v.is_nan()),
+            "case {ci}: the NaN propagates"
+        );
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "case {ci} with a NaN");
+    }
+}

@@ -2,15 +2,41 @@
 //! receptive fields are unrolled into a `[C_in/g · kh · kw, H_out · W_out]` matrix
 //! and multiplied by the `[C_out/g, C_in/g · kh · kw]` weight rows, written straight
 //! into the NCHW output (bias pre-filled, GEMM with `beta = 1`). Output-channel rows
-//! split across threads. The unrolled matrix and the GEMM scratch are allocated per
-//! call.
+//! split across threads. The unrolled matrix and the GEMM scratch live in
+//! per-thread buffers that grow to the largest convolution seen and are reused, so
+//! steady-state runs do not allocate them (nor page-fault fresh memory).
 
+use std::cell::RefCell;
 use std::sync::Mutex;
+use std::thread::LocalKey;
 
 use rml_core::ops::conv::Conv2dParams;
 use rml_kernels::gemm::{self, MatMut, MatRef};
 
 use crate::pool::chunk_range;
+
+thread_local! {
+    /// The unrolled input (im2col) of the convolution running on this thread.
+    static COLUMNS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// GEMM scratch of the chunk running on this thread.
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Calls `f` with the first `len` values of this thread's buffer `key`, grown if
+/// needed (contents unspecified).
+fn with_buffer<R>(
+    key: &'static LocalKey<RefCell<Vec<f32>>>,
+    len: usize,
+    f: impl FnOnce(&mut [f32]) -> R,
+) -> R {
+    key.with(|cell| {
+        let mut buffer = cell.borrow_mut();
+        if buffer.len() < len {
+            buffer.resize(len, 0.0);
+        }
+        f(&mut buffer[..len])
+    })
+}
 
 /// Runs chunks `0..n` of a job, possibly in parallel.
 pub type Parallel<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
@@ -70,18 +96,19 @@ impl Conv2d<'_> {
     pub fn run(&self, p: &Conv2dParams, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
         let ([n, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (self.x.1, self.w.1, self.out);
         let (cog, k, pixels) = (co / p.groups, cig * kh * kw, oh * ow);
-        let mut col = vec![0.0f32; k * pixels];
-        for (b, image_out) in out.chunks_mut(co * pixels).enumerate().take(n) {
-            for (gi, group_out) in image_out.chunks_mut(cog * pixels).enumerate() {
-                let x = &self.x.0[(b * c + gi * cig) * h * w..][..cig * h * w];
-                unroll(p, x, [cig, h, w], [kh, kw], [oh, ow], &mut col);
-                for (row, values) in group_out.chunks_mut(pixels).enumerate() {
-                    values.fill(self.bias.map_or(0.0, |bias| bias[gi * cog + row]));
+        with_buffer(&COLUMNS, k * pixels, |col| {
+            for (b, image_out) in out.chunks_mut(co * pixels).enumerate().take(n) {
+                for (gi, group_out) in image_out.chunks_mut(cog * pixels).enumerate() {
+                    let x = &self.x.0[(b * c + gi * cig) * h * w..][..cig * h * w];
+                    unroll(p, x, [cig, h, w], [kh, kw], [oh, ow], col);
+                    for (row, values) in group_out.chunks_mut(pixels).enumerate() {
+                        values.fill(self.bias.map_or(0.0, |bias| bias[gi * cog + row]));
+                    }
+                    let weights = &self.w.0[gi * cog * k..][..cog * k];
+                    multiply(weights, col, group_out, [cog, k, pixels], chunks, parallel);
                 }
-                let weights = &self.w.0[gi * cog * k..][..cog * k];
-                multiply(weights, &col, group_out, [cog, k, pixels], chunks, parallel);
             }
-        }
+        });
     }
 }
 
@@ -110,11 +137,11 @@ fn multiply(
         let range = chunk_range(rows, chunks, i);
         let m = range.len();
         let a = &weights[range.start * k..range.end * k];
-        let mut scratch = vec![0.0f32; gemm::gemm_scratch_len(m, pixels, k)];
-        let done = MatRef::row_major(a, m, k).and_then(|a| {
+        let done = with_buffer(&SCRATCH, gemm::gemm_scratch_len(m, pixels, k), |scratch| {
+            let a = MatRef::row_major(a, m, k)?;
             let b = MatRef::row_major(col, k, pixels)?;
             let c = MatMut::row_major(piece, m, pixels)?;
-            gemm::gemm(1.0, a, b, 1.0, c, &mut scratch)
+            gemm::gemm(1.0, a, b, 1.0, c, scratch)
         });
         debug_assert!(done.is_ok(), "dims are checked by Conv2d::fits");
     });

@@ -24,7 +24,8 @@ use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
 use super::interp::float::fill;
 use super::interp::{In, run_node};
 use super::ir::{Graph, ValueId};
-use super::op::Op;
+use super::max_pool::max_pool2d;
+use super::op::{Op, PoolKind};
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
 use super::steps::{Step, StepKind, build_steps};
@@ -518,6 +519,19 @@ impl Ctx<'_> {
         let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
         if let Op::Conv2d(p) = &node.op
             && self.conv2d(p, &views, words, shape)
+        {
+            return Some(Ok(()));
+        }
+        if let (
+            Op::Pool2d {
+                kind: PoolKind::Max,
+                params,
+            },
+            Some(Some(x)),
+            &[_, _, oh, ow],
+        ) = (&node.op, views.first(), shape.dims())
+            && let (Ok(xs), Ok(dims)) = (x.as_slice(), x.shape().dims().try_into())
+            && max_pool2d(params, xs, dims, words, [oh, ow])
         {
             return Some(Ok(()));
         }

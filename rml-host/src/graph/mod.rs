@@ -49,6 +49,7 @@ pub mod arena;
 mod conv;
 pub mod exec;
 pub mod fuse;
+mod max_pool;
 pub mod passes;
 pub mod plan;
 pub mod steps;
