@@ -1,15 +1,20 @@
-//! Process CPU time for `rml-host bench`, read from Linux's per-thread scheduler
-//! statistics (`/proc/self/task/*/schedstat`, nanoseconds on the CPU), so worker
-//! threads count and the resolution is not the 10 ms of `/proc/self/stat`.
+//! Process CPU time for `rml-host bench`: `CLOCK_PROCESS_CPUTIME_ID` (all threads,
+//! nanosecond resolution, brought up to date at the read — unlike
+//! `/proc/self/task/*/schedstat`, which lags for a thread that is still running).
 
-/// Nanoseconds every live thread of this process has spent on a CPU, or `None`
-/// where `/proc` has no scheduler statistics (not Linux, or a kernel without them).
+/// Nanoseconds all threads of this process have spent on a CPU, or `None` where the
+/// platform has no process CPU clock here.
+#[cfg(unix)]
 pub fn process_cpu_ns() -> Option<u64> {
-    let mut total = 0u64;
-    for entry in std::fs::read_dir("/proc/self/task").ok()? {
-        let path = entry.ok()?.path().join("schedstat");
-        let text = std::fs::read_to_string(path).ok()?;
-        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
-    Some(total)
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    let secs = u64::try_from(t.tv_sec).ok()?;
+    let nanos = u64::try_from(t.tv_nsec).ok()?;
+    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// Nanoseconds all threads of this process have spent on a CPU, or `None` where the
+/// platform has no process CPU clock here.
+#[cfg(not(unix))]
+pub fn process_cpu_ns() -> Option<u64> {
+    None
 }

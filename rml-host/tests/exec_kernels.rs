@@ -255,11 +255,11 @@ fn direct_conv(c: &ConvCase, x: &[f32], w: &[f32], b: &[f32], out: [usize; 4]) -
     let (cig, cog) = (ci / c.groups, c.co / c.groups);
     let mut res = Vec::new();
     for img in 0..n {
-        for o in 0..c.co {
+        for (o, &bo) in b.iter().enumerate().take(c.co) {
             let g = o / cog;
             for oy in 0..out[2] {
                 for ox in 0..out[3] {
-                    let bias = if c.bias { f64::from(b[o]) } else { 0.0 };
+                    let bias = if c.bias { f64::from(bo) } else { 0.0 };
                     let (mut v, mut mag) = (bias, bias.abs());
                     for i in 0..cig {
                         for ky in 0..c.k[0] {
@@ -431,7 +431,11 @@ fn max_pool2d_equals_the_interpreter_exactly() {
         let g = load_graph(&text, &constants).unwrap();
         let x = exec_support::tensor(&[2, 3, 9, 8], 21 + ci as u64);
         let want = f32s(&run(&g, &constants, std::slice::from_ref(&x)).unwrap()[0].data);
-        assert_eq!(exec_all(&g, &constants, &[x.clone()])[0], want, "case {ci}");
+        assert_eq!(
+            exec_all(&g, &constants, std::slice::from_ref(&x))[0],
+            want,
+            "case {ci}"
+        );
         // NaNs propagate as in the reference (compared apart: NaN != NaN); two of
         // them, at rows/columns 0/1 and 1/0 of a plane, so every case's windows see one.
         let mut x = x;
