@@ -454,3 +454,45 @@ fn max_pool2d_equals_the_interpreter_exactly() {
         assert_eq!(bits(&got), bits(&want), "case {ci} with a NaN");
     }
 }
+
+#[test]
+fn batch_norm_equals_the_interpreter_exactly() {
+    // [N, C, …] of rank 4 and 3, with and without the affine parameters.
+    for (ci, (dims, affine)) in [(vec![2, 5, 3, 4], true), (vec![3, 4, 7], false)]
+        .into_iter()
+        .enumerate()
+    {
+        let c = dims[1];
+        let mut constants = MemoryConstants::new();
+        let mut decls = Vec::new();
+        let mut inputs = vec!["x".to_string()];
+        let names: &[&str] = if affine {
+            &["mean", "var", "gamma", "beta"]
+        } else {
+            &["mean", "var"]
+        };
+        for (i, name) in names.iter().enumerate() {
+            let mut v = exec_support::values(c, 40 + i as u64);
+            if *name == "var" {
+                v.iter_mut().for_each(|x| *x = x.abs() + 0.1);
+            }
+            constants.insert(name, &[c], Buffer::F32(v));
+            decls.push(decl(name, json!([c])));
+            inputs.push(name.to_string());
+        }
+        let text = json!({
+            "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+            "inputs": [decl("x", json!(dims))],
+            "constants": decls,
+            "nodes": [{"op": "batch_norm", "inputs": inputs, "outputs": ["y"],
+                       "attrs": {"epsilon": 1e-3}}],
+            "outputs": [decl("y", json!(dims))]
+        })
+        .to_string();
+        let g = load_graph(&text, &constants).unwrap();
+        let x = exec_support::tensor(&dims, 50 + ci as u64);
+        let want = f32s(&run(&g, &constants, std::slice::from_ref(&x)).unwrap()[0].data);
+        let got = &exec_all(&g, &constants, &[x])[0];
+        assert_eq!(got, &want, "case {ci}");
+    }
+}

@@ -16,6 +16,7 @@ use rml_core::ops::conv::Conv2dParams;
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
+use super::batch_norm::{ChannelParams, batch_norm};
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
 use super::conv::Conv2d;
@@ -522,6 +523,27 @@ impl Ctx<'_> {
         {
             return Some(Ok(()));
         }
+        if let Op::BatchNorm { epsilon } = node.op
+            && let Some(Some(x)) = views.first()
+            && let Ok(xs) = x.as_slice()
+            && let (Some(mean), Some(var), Some(weight), Some(bias)) = (
+                vector(&views, 1),
+                vector(&views, 2),
+                vector(&views, 3),
+                vector(&views, 4),
+            )
+            && let (Some(mean), Some(var)) = (mean, var)
+        {
+            let params = ChannelParams {
+                mean,
+                var,
+                weight,
+                bias,
+            };
+            if batch_norm(xs, x.shape().dims(), &params, epsilon, words) {
+                return Some(Ok(()));
+            }
+        }
         if let (
             Op::Pool2d {
                 kind: PoolKind::Max,
@@ -597,6 +619,16 @@ impl Ctx<'_> {
             DType::Bool => Data::Bool(&bytemuck::cast_slice::<u64, u8>(words)[..n]),
             _ => Data::F32(&bytemuck::cast_slice::<u64, f32>(words)[..n]),
         }
+    }
+}
+
+/// Operand `i` of a node as a 1-D slice: `Some(None)` when absent, `None` when it is
+/// not a contiguous rank-1 tensor.
+fn vector<'v>(views: &[Option<TensorView<'v, f32>>], i: usize) -> Option<Option<&'v [f32]>> {
+    match views.get(i) {
+        Some(Some(v)) if v.shape().rank() == 1 => v.as_slice().ok().map(Some),
+        Some(Some(_)) => None,
+        _ => Some(None),
     }
 }
 

@@ -46,6 +46,7 @@ pub mod bind;
 pub mod interp;
 
 pub mod arena;
+mod batch_norm;
 mod conv;
 pub mod exec;
 pub mod fuse;
