@@ -110,7 +110,7 @@ class RmlMode:
         return cell["median_us"], cell["cpu_us"]
 
 
-def framework_modes(name, inputs, threads, modes):
+def framework_modes(name, inputs, modes):
     """``{mode: zero-argument callable returning outputs as a NumPy dict}`` for the
     framework modes asked for, plus the torch module (for the export)."""
     import numpy as np
@@ -174,7 +174,7 @@ def run_cell(name, batch, threads, args):
     inputs = weights.inputs(name, "bench", batch)
     cell = {"model": name, "batch": batch, "threads": threads, "modes": {}}
     modes = [m for m in MODES if m in args.modes]
-    calls, model = framework_modes(name, inputs, threads, modes)
+    calls, model = framework_modes(name, inputs, modes)
     ref = calls["torch_eager"]()
     if "rml" in modes:
         try:
