@@ -54,9 +54,10 @@ def markdown(results: dict, metric: str) -> str:
     rows = ratios(cells, metric)
     out = [f"Metric: **{metric}** time per run, ms (ratio = fastest framework / rml; "
            "> 1 means rml is faster).", "",
-           "| model | batch | threads | " + " | ".join(FRAMEWORK_MODES) + " | rml | fastest | ratio |",
+           "| model | batch | threads | " + " | ".join(FRAMEWORK_MODES)
+           + " | rml | fastest | ratio |",
            "|---|---|---|" + "---|" * (len(FRAMEWORK_MODES) + 3)]
-    by_cell = {(c["model"], c["batch"], c["threads"]): r for r in rows for c in [r[0]]}
+    by_cell = {(r[0]["model"], r[0]["batch"], r[0]["threads"]): r for r in rows}
     for c in cells:
         modes = c.get("modes", {})
         times = [fmt_ms(timed(modes.get(m), metric)) if not modes.get(m, {}).get("error")
