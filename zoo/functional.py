@@ -65,6 +65,7 @@ def _blocks(o, p, prefix, c, x, **kw):
 
 
 def mlp(o, p, c, x):
+    """Linear layers with ReLU between them."""
     n = len(c["dims"]) - 1
     for i in range(1, n + 1):
         x = _lin(o, p, f"fc{i}", x)
@@ -74,6 +75,7 @@ def mlp(o, p, c, x):
 
 
 def cnn(o, p, c, x):
+    """Conv, ReLU, max pool, conv, batch norm, ReLU, global average pool, linear."""
     x = o.max_pool2d(o.relu(o.conv2d(x, p["conv1.weight"], p["conv1.bias"], 1, 1)), 2)
     x = o.conv2d(x, p["conv2.weight"], p["conv2.bias"], 1, 1)
     x = o.relu(_batch_norm(o, p, "bn2", x))
@@ -86,10 +88,12 @@ def _batch_norm(o, p, prefix, x):
 
 
 def transformer_block(o, p, c, x):
+    """One pre-norm transformer block."""
     return block(o, p, "block", c, x)
 
 
 def layernorm_gelu(o, p, c, x):
+    """Layer norm, linear, GELU, linear."""
     return _lin(o, p, "fc2", o.gelu(_lin(o, p, "fc1", _ln(o, p, "ln", x))))
 
 
@@ -104,6 +108,7 @@ def _vision(o, p, prefix, c, image):
 
 
 def vit(o, p, c, x):
+    """The vision tower and a classification head on the class token."""
     return _lin(o, p, "head", _vision(o, p, "", c, x))
 
 
@@ -115,10 +120,12 @@ def _text(o, p, prefix, c, ids):
 
 
 def tiny_gpt(o, p, c, ids):
+    """The causal text stack; LM head tied to the token embedding."""
     return o.linear(_text(o, p, "", c, ids), p["tok_emb.weight"])
 
 
 def encoder(o, p, c, ids):
+    """Embeddings, embedding norm, bidirectional post-norm blocks."""
     s = o.shape(ids)[1]
     x = _ln(o, p, "ln_emb", o.take(p["tok_emb.weight"], ids) + p["pos_emb"][:s])
     return _blocks(o, p, "blocks", c, x, pre_norm=False)
@@ -130,6 +137,7 @@ def _cell(o, p, x_t, h):
 
 
 def rnn(o, p, c, x):
+    """An Elman tanh RNN unrolled over time; linear head on the last state."""
     h = None
     for t in range(o.shape(x)[1]):
         h = o.tanh(_cell(o, p, x[:, t], h))
@@ -137,6 +145,7 @@ def rnn(o, p, c, x):
 
 
 def lstm(o, p, c, x):
+    """An LSTM (gates i, f, g, o) unrolled over time; linear head on the last h."""
     h = cell = None
     for t in range(o.shape(x)[1]):
         i, f, g, out = o.split(_cell(o, p, x[:, t], h), 4, -1)
@@ -147,6 +156,7 @@ def lstm(o, p, c, x):
 
 
 def ssm(o, p, c, x):
+    """A diagonal linear state-space layer scanned over time (``o.scan``)."""
     u = _lin(o, p, "in_proj", x)
     a = o.exp(-o.exp(p["a_log"]))
 
@@ -160,6 +170,7 @@ def ssm(o, p, c, x):
 
 
 def autoencoder(o, p, c, x):
+    """ReLU encoder to a code, ReLU decoder with a sigmoid output."""
     n = len(c["dims"]) - 1
 
     def stack(side, h):
@@ -174,6 +185,7 @@ def autoencoder(o, p, c, x):
 
 
 def vae(o, p, c, x, eps):
+    """Encoder to mean and log-variance, reparameterized sample, decoder."""
     h = o.relu(_lin(o, p, "enc", x))
     mu, logvar = _lin(o, p, "mu", h), _lin(o, p, "logvar", h)
     z = mu + o.exp(0.5 * logvar) * eps
@@ -182,6 +194,7 @@ def vae(o, p, c, x, eps):
 
 
 def gan_generator(o, p, c, z):
+    """Linear to 4x4, transposed convolutions with batch norm and ReLU, tanh."""
     ch = c["channels"]
     n = len(ch) - 1
     x = o.reshape(_lin(o, p, "fc", z), (o.shape(z)[0], ch[0], 4, 4))
@@ -204,6 +217,7 @@ def _alpha_bar(o, t, steps):
 
 
 def diffusion_mlp(o, p, c, x, t):
+    """Noise prediction at step ``t`` and one DDIM step under the cosine schedule."""
     h = o.silu(_lin(o, p, "inp", x) + _time_mlp(o, p, "time", c, t))
     eps = _lin(o, p, "out", o.silu(_lin(o, p, "mid", h)))
     ab = _alpha_bar(o, t, c["steps"])[:, None]
@@ -230,6 +244,7 @@ def _res_block(o, p, prefix, c, x, temb):
 
 
 def unet(o, p, c, x, t):
+    """A one-level diffusion U-Net with timestep-conditioned residual blocks."""
     temb = _time_mlp(o, p, "time", c, t)
     h1 = _res_block(o, p, "res1", c, _conv(o, p, "conv_in", x), temb)
     h2 = _res_block(o, p, "res2", c, _conv(o, p, "down", h1, 2), temb)
@@ -240,6 +255,7 @@ def unet(o, p, c, x, t):
 
 
 def gcn(o, p, c, x, adj):
+    """Two graph convolutions over a dense normalized adjacency; log-softmax."""
     h = o.relu(o.matmul(adj, _lin(o, p, "gc1", x)))
     return o.log_softmax(o.matmul(adj, _lin(o, p, "gc2", h)), -1)
 
@@ -250,6 +266,7 @@ def _tower(o, p, side, ids, feat):
 
 
 def two_tower(o, p, c, user_id, user_feat, item_id, item_feat):
+    """User and item towers; the score is their dot product."""
     u = _tower(o, p, "user", user_id, user_feat)
     v = _tower(o, p, "item", item_id, item_feat)
     return o.sum(u * v, -1)
@@ -260,6 +277,7 @@ def _l2_normalize(o, x):
 
 
 def clip(o, p, c, image, ids):
+    """Normalized image and text embeddings and their scaled similarity logits."""
     img = _l2_normalize(o, o.linear(_vision(o, p, "visual.", c, image), p["visual.proj.weight"]))
     txt = o.linear(_text(o, p, "text.", c, ids)[:, -1], p["text.proj.weight"])
     txt = _l2_normalize(o, txt)
@@ -268,6 +286,7 @@ def clip(o, p, c, image, ids):
 
 
 def moe(o, p, c, x):
+    """Top-k routed experts computed densely (see ``torch_models.Moe``)."""
     logits = _lin(o, p, "router", x)
     kth = o.max(logits, -1, keepdims=True)
     for _ in range(c["top_k"] - 1):

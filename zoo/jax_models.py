@@ -40,25 +40,28 @@ class JaxOps:
     where = staticmethod(jnp.where)
     const = staticmethod(jnp.asarray)
     zeros = staticmethod(jnp.zeros)
+    softmax = staticmethod(jax.nn.softmax)
+    log_softmax = staticmethod(jax.nn.log_softmax)
+    concat = staticmethod(jnp.concatenate)
+    stack = staticmethod(jnp.stack)
+    split = staticmethod(jnp.split)
+    sum = staticmethod(jnp.sum)
+    mean = staticmethod(jnp.mean)
+    max = staticmethod(jnp.max)
 
     @staticmethod
     def shape(x):
+        """The static shape as a tuple of ints."""
         return tuple(x.shape)
 
     @staticmethod
     def gelu(x):
+        """Exact (erf) GELU."""
         return jax.nn.gelu(x, approximate=False)
 
     @staticmethod
-    def softmax(x, axis):
-        return jax.nn.softmax(x, axis=axis)
-
-    @staticmethod
-    def log_softmax(x, axis):
-        return jax.nn.log_softmax(x, axis=axis)
-
-    @staticmethod
     def linear(x, w, b=None):
+        """``x @ w.T + b`` with a PyTorch-layout ``[out, in]`` weight."""
         y = x @ w.T
         return y if b is None else y + b
 
@@ -70,27 +73,32 @@ class JaxOps:
 
     @classmethod
     def layer_norm(cls, x, w, b):
+        """Layer norm over the last axis (epsilon ``models.EPS``)."""
         return cls._normalize(x, -1) * w + b
 
     @classmethod
     def group_norm(cls, x, w, b, groups):
+        """Group norm of an NCHW image over ``groups`` channel groups."""
         n, c, h, wd = x.shape
         y = cls._normalize(x.reshape(n, groups, -1), -1).reshape(n, c, h, wd)
         return y * w[:, None, None] + b[:, None, None]
 
     @staticmethod
     def batch_norm(x, mean, var, w, b):
+        """Eval-mode batch norm of an NCHW image over running statistics."""
         scale = w * lax.rsqrt(var + EPS)
         return (x - mean[:, None, None]) * scale[:, None, None] + b[:, None, None]
 
     @staticmethod
     def conv2d(x, w, b, stride, pad):
+        """2-D convolution of an NCHW image with square stride and symmetric padding."""
         y = lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad)] * 2,
                                      dimension_numbers=_CONV_LAYOUT)
         return y + b[:, None, None]
 
     @staticmethod
     def conv_transpose2d(x, w, b, stride, pad):
+        """2-D transposed convolution of an NCHW image (PyTorch's stride/padding meaning)."""
         # PyTorch's [in, out, kh, kw] is the OIHW kernel of the convolution this transposes
         k = w.shape[2]
         y = lax.conv_transpose(x, w, (stride, stride), [(k - 1 - pad, k - 1 - pad)] * 2,
@@ -99,39 +107,18 @@ class JaxOps:
 
     @staticmethod
     def max_pool2d(x, k):
+        """``k`` x ``k`` max pooling with stride ``k`` of an NCHW image."""
         return lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, k, k), (1, 1, k, k), "VALID")
 
     @staticmethod
     def upsample2x(x):
+        """Nearest-neighbour 2x upsampling of an NCHW image."""
         return jnp.repeat(jnp.repeat(x, 2, axis=2), 2, axis=3)
 
     @staticmethod
     def take(table, ids):
+        """Rows of ``table`` by integer ``ids`` (an embedding lookup)."""
         return jnp.take(table, ids, axis=0)
-
-    @staticmethod
-    def concat(xs, axis):
-        return jnp.concatenate(xs, axis)
-
-    @staticmethod
-    def stack(xs, axis):
-        return jnp.stack(xs, axis)
-
-    @staticmethod
-    def split(x, n, axis):
-        return jnp.split(x, n, axis)
-
-    @staticmethod
-    def sum(x, axis, keepdims=False):
-        return jnp.sum(x, axis, keepdims=keepdims)
-
-    @staticmethod
-    def mean(x, axis, keepdims=False):
-        return jnp.mean(x, axis, keepdims=keepdims)
-
-    @staticmethod
-    def max(x, axis, keepdims=False):
-        return jnp.max(x, axis, keepdims=keepdims)
 
     @staticmethod
     def scan(step, init, xs, axis):

@@ -4,10 +4,12 @@ For each model × framework, ``<out>/<model>/<framework>/`` gets ``graph.json`` 
 ``weights.safetensors`` (``rml_export.save``), ``inputs.npz`` (the inputs, in the dtypes
 the graph declares) and ``expected.npz`` (the framework's own outputs), at tiny size.
 The npz files are written with fixed zip timestamps, so a re-run gives identical bytes.
+``--size bench`` writes the bench size instead (on demand, default ``target/zoo-bench``).
 An export that fails is reported (framework, model, error) and the others still run;
 the exit status is 1 if any failed.
 
-    python zoo/make_fixtures.py [--model M ...] [--framework F ...] [--out DIR] [--print-dest]
+    python zoo/make_fixtures.py [--model M ...] [--framework F ...] [--size tiny|bench]
+                                [--out DIR] [--print-dest]
 """
 
 import argparse
@@ -27,7 +29,7 @@ if __package__ in (None, ""):
 from zoo import models, weights  # noqa: E402
 
 DEST = ROOT / "zoo" / "fixtures"
-SIZE = "tiny"
+BENCH_DEST = ROOT / "target" / "zoo-bench"
 _DTYPES = {"F32": np.float32, "I64": np.int64, "I32": np.int32, "BOOL": np.bool_}
 
 
@@ -43,33 +45,33 @@ def write_npz(path: Path, arrays: dict) -> None:
             z.writestr(info, buf.getvalue())
 
 
-def export(name: str, framework: str, inputs: dict):
-    """``(graph, outputs)``: model ``name`` exported by ``framework``'s route, and the
-    framework's own outputs on ``inputs``."""
+def export(name: str, framework: str, size: str, inputs: dict):
+    """``(graph, outputs)``: model ``name`` at ``size`` exported by ``framework``'s
+    route, and the framework's own outputs on ``inputs``."""
     import rml_export
 
     if framework == "torch":
         from zoo import torch_models as m
 
-        graph = rml_export.export_torch(m.build(name, SIZE), inputs)
+        graph = rml_export.export_torch(m.build(name, size), inputs)
     elif framework == "jax":
         from zoo import jax_models as m
 
-        fn, params = m.build(name, SIZE)
+        fn, params = m.build(name, size)
         graph = rml_export.export_jax(fn, params, inputs)
     else:
         from zoo import tf_models as m
 
-        graph = rml_export.export_tf(m.build(name, SIZE), inputs)
-    return graph, m.run(name, SIZE, inputs)
+        graph = rml_export.export_tf(m.build(name, size), inputs)
+    return graph, m.run(name, size, inputs)
 
 
-def write_fixture(name: str, framework: str, out: Path) -> None:
+def write_fixture(name: str, framework: str, out: Path, size: str = "tiny") -> None:
     """Exports one model with one framework into ``out/<name>/<framework>/``."""
     import rml_export
 
-    inputs = weights.inputs(name, SIZE)
-    graph, outputs = export(name, framework, inputs)
+    inputs = weights.inputs(name, size)
+    graph, outputs = export(name, framework, size, inputs)
     if sorted(graph.outputs) != sorted(outputs):
         raise ValueError(f"graph outputs {graph.outputs} are not the model's {list(outputs)}")
     dest = out / name / framework
@@ -83,28 +85,28 @@ def write_fixture(name: str, framework: str, out: Path) -> None:
 
 
 def main(argv=None) -> int:
+    """The command line; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", action="append", choices=models.MODELS,
                     help="a model to export (repeatable; default: all)")
     ap.add_argument("--framework", action="append", choices=models.FRAMEWORKS,
                     help="a framework (repeatable; default: all)")
-    ap.add_argument("--out", type=Path, default=DEST, help=f"output folder (default {DEST})")
+    ap.add_argument("--size", choices=models.SIZES, default="tiny",
+                    help="model size (default tiny, the committed fixtures)")
+    ap.add_argument("--out", type=Path,
+                    help=f"output folder (default {DEST}; {BENCH_DEST} for bench)")
     ap.add_argument("--print-dest", action="store_true", help="print the default folder and exit")
     ap.add_argument("--traceback", action="store_true", help="print the traceback of failures")
     args = ap.parse_args(argv)
+    out = args.out or (DEST if args.size == "tiny" else BENCH_DEST)
     if args.print_dest:
         print(DEST)
         return 0
-    frameworks = args.framework or models.FRAMEWORKS
-    if "torch" in frameworks:
-        # before jax/tensorflow: torch.export loads triton, whose LLVM aborts the
-        # process when jaxlib's or TensorFlow's is loaded already
-        import torch._dynamo  # noqa: F401
     failed = []
-    for framework in frameworks:
+    for framework in args.framework or models.FRAMEWORKS:
         for name in args.model or models.MODELS:
             try:
-                write_fixture(name, framework, args.out)
+                write_fixture(name, framework, out, args.size)
                 print(f"ok    {name}/{framework}", flush=True)
             except Exception as e:  # report every failure and go on with the others
                 failed.append(f"{name}/{framework}")

@@ -40,30 +40,35 @@ class TfOps:
     broadcast_to = staticmethod(tf.broadcast_to)
     const = staticmethod(tf.constant)
     zeros = staticmethod(tf.zeros)
+    softmax = staticmethod(tf.nn.softmax)
+    log_softmax = staticmethod(tf.nn.log_softmax)
+    take = staticmethod(tf.gather)
+    concat = staticmethod(tf.concat)
+    stack = staticmethod(tf.stack)
+    split = staticmethod(tf.split)
+    sum = staticmethod(tf.reduce_sum)
+    mean = staticmethod(tf.reduce_mean)
+    max = staticmethod(tf.reduce_max)
 
     @staticmethod
     def shape(x):
+        """The static shape as a tuple of ints."""
         return tuple(x.shape.as_list())
 
     @staticmethod
     def where(cond, a, b):
+        """``cond ? a : b``, broadcast; a Python float takes the other operand's dtype."""
         dtype = (b if isinstance(a, float) else a).dtype
         return tf.where(cond, tf.cast(a, dtype), tf.cast(b, dtype))
 
     @staticmethod
     def gelu(x):
+        """Exact (erf) GELU."""
         return tf.nn.gelu(x, approximate=False)
 
     @staticmethod
-    def softmax(x, axis):
-        return tf.nn.softmax(x, axis=axis)
-
-    @staticmethod
-    def log_softmax(x, axis):
-        return tf.nn.log_softmax(x, axis=axis)
-
-    @staticmethod
     def linear(x, w, b=None):
+        """``x @ w.T + b`` with a PyTorch-layout ``[out, in]`` weight."""
         y = tf.linalg.matmul(x, w, transpose_b=True)
         return y if b is None else y + b
 
@@ -75,16 +80,19 @@ class TfOps:
 
     @classmethod
     def layer_norm(cls, x, w, b):
+        """Layer norm over the last axis (epsilon ``models.EPS``)."""
         return cls._normalize(x, -1) * w + b
 
     @classmethod
     def group_norm(cls, x, w, b, groups):
+        """Group norm of an NCHW image over ``groups`` channel groups."""
         n, c, h, wd = x.shape.as_list()
         y = tf.reshape(cls._normalize(tf.reshape(x, (n, groups, -1)), -1), (n, c, h, wd))
         return y * w[:, None, None] + b[:, None, None]
 
     @staticmethod
     def batch_norm(x, mean, var, w, b):
+        """Eval-mode batch norm of an NCHW image over running statistics."""
         def per_channel(v):
             return tf.reshape(v, (-1, 1, 1))
 
@@ -93,11 +101,13 @@ class TfOps:
 
     @staticmethod
     def conv2d(x, w, b, stride, pad):
+        """2-D convolution of an NCHW image with square stride and symmetric padding."""
         y = tf.nn.conv2d(tf.transpose(x, _TO_NHWC), w, stride, _pads(pad)) + b
         return tf.transpose(y, _TO_NCHW)
 
     @staticmethod
     def conv_transpose2d(x, w, b, stride, pad):
+        """2-D transposed convolution of an NCHW image (PyTorch's stride/padding meaning)."""
         n, _, h, wd = x.shape.as_list()
         k, c_out = w.shape[0], w.shape[2]
         size = [(d - 1) * stride - 2 * pad + k for d in (h, wd)]
@@ -107,41 +117,15 @@ class TfOps:
 
     @staticmethod
     def max_pool2d(x, k):
+        """``k`` x ``k`` max pooling with stride ``k`` of an NCHW image."""
         return tf.transpose(tf.nn.max_pool2d(tf.transpose(x, _TO_NHWC), k, k, "VALID"), _TO_NCHW)
 
     @staticmethod
     def upsample2x(x):
+        """Nearest-neighbour 2x upsampling of an NCHW image."""
         h, w = x.shape.as_list()[2:]
         y = tf.image.resize(tf.transpose(x, _TO_NHWC), [2 * h, 2 * w], method="nearest")
         return tf.transpose(y, _TO_NCHW)
-
-    @staticmethod
-    def take(table, ids):
-        return tf.gather(table, ids)
-
-    @staticmethod
-    def concat(xs, axis):
-        return tf.concat(xs, axis)
-
-    @staticmethod
-    def stack(xs, axis):
-        return tf.stack(xs, axis)
-
-    @staticmethod
-    def split(x, n, axis):
-        return tf.split(x, n, axis)
-
-    @staticmethod
-    def sum(x, axis, keepdims=False):
-        return tf.reduce_sum(x, axis, keepdims=keepdims)
-
-    @staticmethod
-    def mean(x, axis, keepdims=False):
-        return tf.reduce_mean(x, axis, keepdims=keepdims)
-
-    @staticmethod
-    def max(x, axis, keepdims=False):
-        return tf.reduce_max(x, axis, keepdims=keepdims)
 
     @staticmethod
     def scan(step, init, xs, axis):

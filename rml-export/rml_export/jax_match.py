@@ -173,3 +173,22 @@ def scaled_by(view: View, node: Node, factor: float) -> str | None:
         if close(view.scalar(b), factor):
             return a
     return None
+
+
+def absorb_constant(view: View, node: Node, ops: tuple, arity: int, param) -> bool:
+    """``node`` = ``layer ⊕ c`` where ``layer`` (an op in ``ops`` with ``arity`` inputs,
+    read only by ``node``) takes ``c`` as its next, optional input (a bias, a norm's
+    scale): ``param(layer, c)`` gives the constant to append, or ``None``. On a match,
+    ``node`` becomes ``layer`` with that input."""
+    for a, b in (node.inputs, node.inputs[::-1]):
+        layer = view.node(a, ops)
+        if layer is None or not view.single_use(a) or len(layer.inputs) != arity:
+            continue
+        if view.shape(node.outputs[0]) != view.shape(a):
+            continue
+        constant = param(layer, b)
+        if constant is None:
+            continue
+        view.replace(node, layer.op, layer.inputs + [constant], layer.attrs)
+        return True
+    return False

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from .ir import Node
 from .jax_match import (
-    View, channel_constant, close, constant_of_shape, fixed_count, mean_of, pair_with,
-    reduced_axes, scalar_last,
+    View, absorb_constant, channel_constant, close, constant_of_shape, fixed_count, mean_of,
+    pair_with, reduced_axes, scalar_last,
 )
 
 
@@ -58,23 +58,15 @@ def norm_affine(view: View, node: Node) -> bool:
     for ``group_norm``."""
     if node.op not in ("mul", "add"):
         return False
-    slot = 1 if node.op == "mul" else 2
-    for a, b in (node.inputs, node.inputs[::-1]):
-        norm = view.node(a, ("layer_norm", "group_norm"))
-        if norm is None or not view.single_use(a) or len(norm.inputs) != slot:
-            continue
+
+    def param(norm, value):
         xs = view.shape(norm.inputs[0])
-        if view.shape(node.outputs[0]) != xs:
-            continue
         if norm.op == "layer_norm":
-            param = constant_of_shape(view, b, xs[norm.attrs.get("axis", -1) % len(xs):])
-        else:
-            param = channel_constant(view, b, xs)
-        if param is None:
-            continue
-        view.replace(node, norm.op, norm.inputs + [param], norm.attrs)
-        return True
-    return False
+            return constant_of_shape(view, value, xs[norm.attrs.get("axis", -1) % len(xs):])
+        return channel_constant(view, value, xs)
+
+    arity = 1 if node.op == "mul" else 2
+    return absorb_constant(view, node, ("layer_norm", "group_norm"), arity, param)
 
 
 def group_norm(view: View, node: Node) -> bool:

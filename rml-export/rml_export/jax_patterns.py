@@ -17,8 +17,8 @@ import math
 from . import jax_attention, jax_norms
 from .ir import Graph, Node
 from .jax_match import (
-    View, broadcast_shape, channel_constant, close, constant_of_shape, fixed_count, reduced,
-    scaled_by, scalar_last, strip_ones,
+    View, absorb_constant, broadcast_shape, channel_constant, close, constant_of_shape,
+    fixed_count, reduced, scaled_by, scalar_last, strip_ones,
 )
 from .passes import dead_code, remove_identities
 
@@ -90,23 +90,15 @@ def _linear_bias(view: View, node: Node) -> bool:
     convolution plus a per-channel constant -> the convolution with its bias."""
     if node.op != "add":
         return False
-    for a, b in (node.inputs, node.inputs[::-1]):
-        layer = view.node(a, ("linear", "conv1d", "conv2d", "conv_transpose1d",
-                              "conv_transpose2d"))
-        if layer is None or len(layer.inputs) != 2 or not view.single_use(a):
-            continue
-        out = view.shape(a)
-        if view.shape(node.outputs[0]) != out:
-            continue
+
+    def bias(layer, value):
+        out = view.shape(layer.outputs[0])
         if layer.op == "linear":
-            bias = constant_of_shape(view, b, [out[-1]])
-        else:
-            bias = channel_constant(view, b, out)
-        if bias is None:
-            continue
-        view.replace(node, layer.op, layer.inputs + [bias], layer.attrs)
-        return True
-    return False
+            return constant_of_shape(view, value, [out[-1]])
+        return channel_constant(view, value, out)
+
+    return absorb_constant(view, node, ("linear", "conv1d", "conv2d", "conv_transpose1d",
+                                        "conv_transpose2d"), 2, bias)
 
 
 def _gelu(view: View, node: Node) -> bool:

@@ -21,17 +21,20 @@ INT_MIN = -(2**63)
 TO_NCHW = [0, 3, 1, 2]
 TO_NHWC = [0, 2, 3, 1]
 
+#: TF ops that are one rml op of one input.
 UNARY = {
     "Relu": "relu", "Elu": "elu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Softplus": "softplus",
     "Erf": "erf", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "Neg": "neg",
     "Abs": "abs", "Sin": "sin", "Cos": "cos", "Softmax": "softmax", "LogSoftmax": "log_softmax",
 }
+#: TF ops that are one rml op of all their inputs (broadcasting as in TF).
 BINARY = {
     "AddV2": "add", "Add": "add", "Sub": "sub", "Mul": "mul", "RealDiv": "div", "Div": "div",
     "Maximum": "maximum", "Minimum": "minimum", "Pow": "pow", "Equal": "equal",
     "NotEqual": "not_equal", "Less": "less", "LessEqual": "less_equal", "Greater": "greater",
     "GreaterEqual": "greater_equal", "SelectV2": "where",
 }
+#: TF reductions (axes from a static input, ``keep_dims``).
 REDUCE = {"Mean": "reduce_mean", "Sum": "reduce_sum", "Max": "reduce_max", "Min": "reduce_min",
           "Prod": "reduce_prod"}
 
@@ -42,6 +45,8 @@ def lower_node(L, op) -> None:
         L.emit(op, UNARY[op.type], [L.value(op.inputs[0])])
     elif op.type == "AddV2" and _batch_normalization(L, op):
         pass
+    elif op.type == "Div" and not op.outputs[0].dtype.is_floating:
+        raise L.fail(op, "integer division (TF rounds toward zero) has no rml-graph equivalent")
     elif op.type in BINARY:
         L.emit(op, BINARY[op.type], [L.value(t) for t in op.inputs])
     elif op.type in REDUCE:
@@ -694,6 +699,7 @@ def _resize_nearest(L, op) -> None:
     _from_nchw(L, op, y)
 
 
+#: The other TF ops, each with its lowering function.
 LOWERINGS = {
     "MatMul": _mat_mul,
     "BatchMatMul": _batch_mat_mul,

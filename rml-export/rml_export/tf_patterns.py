@@ -17,6 +17,10 @@ replaced nodes leave unused is removed by the shared ``dead_code`` pass.
 - ``attention``: ``softmax(q·kᵀ·scale [masked]) · v`` ->
   ``scaled_dot_product_attention`` (a constant lower-triangular mask -> ``causal``).
 - ``softmax_axis``: ``transpose → softmax → transpose back`` -> ``softmax(axis)``.
+- ``upsample``: two ``unsqueeze → expand → reshape`` repeats over the spatial axes
+  (Keras's ``UpSampling2D``) -> ``upsample_nearest2d`` (between transposes for NHWC).
+- ``gather_wrap``: ``gather(t, where(i < 0, i + n, i))`` (Keras's embedding) ->
+  ``gather(t, i)``: rml's ``gather`` counts negative indices from the end itself.
 - ``sink_transposes``: a transpose feeding an elementwise op, a reduction, ``pad`` or
   ``concat`` is moved after it (constants are permuted instead), so the NHWC wrappers
   of consecutive convolutions meet and cancel.
@@ -31,10 +35,14 @@ import numpy as np
 from .ir import Graph, Node, ValueType
 from .passes import clean_up
 
+#: rml ops a transpose sinks through (elementwise, one input).
 UNARY = {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "sin", "cos",
-         "softplus", "erf", "leaky_relu", "elu", "gelu", "gelu_tanh", "silu", "clip"}
+         "softplus", "erf", "leaky_relu", "elu", "gelu", "gelu_tanh", "silu", "clip", "cast"}
+#: Broadcasting rml ops a transpose sinks through (constant operands are permuted).
 BINARY = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"}
+#: Reductions a transpose sinks through (axes permuted).
 REDUCE = {"reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod"}
+#: Convolutions a per-channel constant add fuses into as the bias.
 CONV = {"conv2d", "conv_transpose2d"}
 
 
@@ -44,7 +52,7 @@ def run(graph: Graph) -> None:
     for _ in range(20):
         changed = False
         for rewrite in (cse, linear_bias, gelu, silu, layer_norm, group_norm, attention,
-                        softmax_axis, sink_transposes):
+                        softmax_axis, gather_wrap, upsample, sink_transposes):
             changed |= rewrite(graph)
         if not changed:
             break
@@ -125,23 +133,32 @@ def linear_bias(graph: Graph) -> bool:
         for a, b in _pairs(node):
             bias = graph.constants.get(b)
             lin = v.node(a, {"linear"} | CONV, single_use=True)
-            if bias is None or lin is None or len(lin.inputs) > 2 or v.uses.get(b) != 1:
+            if bias is None or lin is None or len(lin.inputs) > 2:
                 continue
             if lin.op == "linear":
-                ok = bias.ndim == 1 and bias.shape[0] == graph.constants.get(
-                    lin.inputs[1], np.zeros((0, 0))).shape[0]
+                weight = graph.constants.get(lin.inputs[1])
+                ok = weight is not None and bias.shape == weight.shape[:1]
             else:
                 out = v.shape(a)
                 ok = (bias.ndim in (3, 4) and out is not None and isinstance(out[1], int)
                       and bias.shape[-3:] == (out[1], 1, 1) and bias.size == out[1])
                 if ok:
-                    graph.constants[b] = np.ascontiguousarray(bias.reshape(-1))
-                    graph.types[b] = ValueType(graph.types[b].dtype, [int(bias.size)])
+                    b = _reshaped(v, b, [out[1]])
             if ok:
                 _replace(node, lin.op, lin.inputs + [b], lin.attrs)
                 changed = True
                 break
     return changed
+
+
+def _reshaped(v: _View, name: str, shape: list[int]) -> str:
+    """Constant ``name`` reshaped: in place when this is its only use, else a copy."""
+    array = np.ascontiguousarray(v.graph.constants[name].reshape(shape))
+    if v.uses.get(name) != 1:
+        return v.graph.add_constant(array, name)
+    v.graph.constants[name] = array
+    v.graph.types[name] = ValueType(v.graph.types[name].dtype, list(shape))
+    return name
 
 
 def _rewrite(graph: Graph, op: str, match) -> bool:
@@ -362,42 +379,60 @@ def _param(v: _View, name: str, x: str, axis: int) -> bool:
     if array.ndim < len(want) or any(d != 1 for d in lead) or list(
             array.shape[array.ndim - len(want):]) != want:
         return False
-    v.graph.constants[name] = np.ascontiguousarray(array.reshape(want))
-    v.graph.types[name] = ValueType(v.graph.types[name].dtype, list(want))
+    _reshaped(v, name, want)
     return True
 
 
 def _batchnorm_form(v: _View, a: str, b: str):
-    """``x·inv + (β − mean·inv)`` with ``inv = rsqrt(var + ε)·γ``."""
+    """``x·inv + shift`` with ``inv = rsqrt(var + ε)[·γ]`` and ``shift`` one of
+    ``β − mean·inv`` (``tf.nn.batch_normalization``), ``(−mean)·inv [+ β]`` (Keras)."""
     xm = v.node(a, "mul")
-    sub = v.node(b, "sub")
-    if xm is None or sub is None:
+    shift = _shift(v, b)
+    if xm is None or shift is None:
         return None
-    bias, mean_inv = sub.inputs
-    mm = v.node(mean_inv, "mul")
-    if mm is None or bias not in v.graph.constants:
-        return None
-    for x, inv in _pairs(xm):
-        if inv not in mm.inputs:
-            continue
-        mean = mm.inputs[0] if mm.inputs[1] == inv else mm.inputs[1]
+    bias, mean, inv = shift
+    for x, inv_x in _pairs(xm):
         red = v.node(mean, "reduce_mean")
-        if red is None or red.inputs[0] != x:
+        stats = _stats_of(v, x, red) if red is not None and red.inputs[0] == x else None
+        if inv_x != inv or stats is None:
             continue
-        stats = _stats_of(v, x, red)
-        inv_node = v.node(inv, "mul")
-        if stats is None or inv_node is None:
+        inv_node = v.node(inv, {"mul", "rsqrt"})
+        if inv_node is None:
             continue
-        for r, scale in _pairs(inv_node):
+        scaled = _pairs(inv_node) if inv_node.op == "mul" else [(inv, None)]
+        for r, scale in scaled:
             rsqrt = v.node(r, "rsqrt")
             add = v.node(rsqrt.inputs[0], "add") if rsqrt else None
-            if add is None or scale not in v.graph.constants:
+            if add is None:
                 continue
             for var, e in _pairs(add):
                 eps = v.scalar(e)
                 if (eps is not None and eps > 0 and _is_variance(v, var, x, mean)
-                        and _param(v, scale, x, stats) and _param(v, bias, x, stats)):
+                        and all(p is None or _param(v, p, x, stats) for p in (scale, bias))):
                     return x, stats, float(str(np.float32(eps))), scale, bias
+    return None
+
+
+def _shift(v: _View, value: str):
+    """``(β or None, mean, inv)`` when ``value`` is ``β − mean·inv``, ``(−mean)·inv + β``
+    or ``(−mean)·inv`` (β a constant)."""
+    sub = v.node(value, "sub")
+    if sub is not None:
+        bias, mm = sub.inputs
+        mm = v.node(mm, "mul")
+        if mm is None or bias not in v.graph.constants:
+            return None
+        mean, inv = mm.inputs if v.node(mm.inputs[0], "reduce_mean") else mm.inputs[::-1]
+        return bias, mean, inv
+    add = v.node(value, "add")
+    for term, bias in _pairs(add) if add is not None else [(value, None)]:
+        if bias is not None and bias not in v.graph.constants:
+            continue
+        mm = v.node(term, "mul")
+        for neg, inv in _pairs(mm) if mm is not None else []:
+            neg_node = v.node(neg, "neg")
+            if neg_node is not None:
+                return bias, neg_node.inputs[0], inv
     return None
 
 
@@ -449,8 +484,7 @@ def _channel_param(v: _View, p: str, x: str, attrs: dict) -> bool:
     shape = array.shape[max(array.ndim - (rank - 1), 0):]  # [1, C, 1, 1] -> [C, 1, 1]
     if array.size != channels or (shape and shape[0] != channels):
         return False
-    v.graph.constants[p] = np.ascontiguousarray(array.reshape(channels))
-    v.graph.types[p] = ValueType(v.graph.types[p].dtype, [channels])
+    _reshaped(v, p, [channels])  # single use: _absorb_param checked
     return True
 
 
@@ -540,20 +574,96 @@ def softmax_axis(graph: Graph) -> bool:
     return changed
 
 
-def sink_transposes(graph: Graph) -> bool:
-    """Move a transpose read only by an elementwise op, reduction, ``pad`` or ``concat``
-    after that op; the op reads the transpose's input (constants are permuted)."""
+def gather_wrap(graph: Graph) -> bool:
+    """``gather(data, where(i < 0, i + n, i))`` with ``n`` the gathered axis's size ->
+    ``gather(data, i)`` (negative indices wrap in rml-graph's ``gather`` too)."""
+    v = _View(graph)
+    changed = False
+    for node in graph.nodes:
+        where = v.node(node.inputs[1], "where") if node.op == "gather" else None
+        if where is None:
+            continue
+        cond, wrapped, i = where.inputs
+        less, add = v.node(cond, "less"), v.node(wrapped, "add")
+        shape = v.shape(node.inputs[0])
+        if less is None or add is None or shape is None or less.inputs[0] != i:
+            continue
+        zero = graph.constants.get(less.inputs[1])
+        n = graph.constants.get(add.inputs[1])
+        size = shape[node.attrs.get("axis", 0)]
+        if (add.inputs[0] == i and zero is not None and zero.size == 1 and zero.item() == 0
+                and n is not None and n.size == 1 and n.item() == size):
+            node.inputs = [node.inputs[0], i]
+            changed = True
+    return changed
+
+
+def upsample(graph: Graph) -> bool:
+    """``repeat(repeat(x, r, h), s, w)`` over a 4-D value's spatial axes (``h, w`` =
+    ``2, 3`` for NCHW, ``1, 2`` for NHWC) -> ``upsample_nearest2d(scale=[r, s])``."""
     v = _View(graph)
     for node in graph.nodes:
-        moved = _sink(v, node)
-        if moved:
+        outer = _repeat(v, node)
+        inner = _repeat(v, v.prod.get(outer[0])) if outer else None
+        if inner is None or v.uses.get(outer[0]) != 1:
+            continue
+        x, scale = inner[0], {inner[1]: inner[2], outer[1]: outer[2]}
+        if len(v.shape(x) or []) != 4 or set(scale) not in ({2, 3}, {1, 2}):
+            continue
+        attrs = {"scale": [scale[a] for a in sorted(scale)]}
+        if set(scale) == {2, 3}:
+            _replace(node, "upsample_nearest2d", [x], attrs)
             return True
+        n, h, w, c = v.shape(x)
+        nchw = graph.fresh_name(x + ".nchw")
+        graph.types[nchw] = ValueType(graph.types[x].dtype, [n, c, h, w])
+        index = graph.nodes.index(node)
+        graph.nodes.insert(index, Node("transpose", [x], [nchw], {"perm": [0, 3, 1, 2]},
+                                       node.name))
+        _replace(node, "upsample_nearest2d", [nchw], attrs)
+        _after(graph, node, [nchw], attrs, [0, 2, 3, 1])
+        return True
     return False
+
+
+def _repeat(v: _View, node: Node | None):
+    """``(x, axis, r)`` when ``node`` is ``reshape(expand(unsqueeze(x, axis + 1)))``
+    repeating each element of ``x`` ``r`` times along ``axis``."""
+    if node is None or node.op != "reshape":
+        return None
+    expand = v.node(node.inputs[0], "expand", single_use=True)
+    unsq = v.node(expand.inputs[0], "unsqueeze", single_use=True) if expand else None
+    if unsq is None or len(unsq.attrs["axes"]) != 1:
+        return None
+    x = unsq.inputs[0]
+    shape, big, out = v.shape(x), v.shape(expand.outputs[0]), v.shape(node.outputs[0])
+    k = unsq.attrs["axes"][0] % (len(shape) + 1) if shape else None
+    if k is None or k == 0 or big is None or out is None or len(big) != len(shape) + 1:
+        return None
+    r = big[k]
+    if (not isinstance(r, int) or not isinstance(shape[k - 1], int)
+            or big[:k] + big[k + 1:] != shape
+            or out != shape[:k - 1] + [shape[k - 1] * r] + shape[k:]):
+        return None
+    return x, k - 1, r
+
+
+def sink_transposes(graph: Graph) -> bool:
+    """Move a transpose read only by an elementwise op, reduction, ``pad`` or ``concat``
+    after that op; the op reads the transpose's input (constants are permuted). Each move
+    takes a transpose further down, so the loop ends."""
+    changed = False
+    for _ in range(4 * len(graph.nodes)):
+        v = _View(graph)
+        if not any(_sink(v, node) for node in graph.nodes):
+            break
+        changed = True
+    return changed
 
 
 def _sink(v: _View, node: Node) -> bool:
     graph = v.graph
-    if node.op in UNARY or node.op == "cast":
+    if node.op in UNARY:
         t = v.node(node.inputs[0], "transpose", single_use=True)
         if t is None:
             return False
@@ -619,17 +729,21 @@ def _permute_constant(v: _View, name: str, perm: list[int]) -> str:
 
 
 def _after(graph: Graph, node: Node, inputs: list[str], attrs: dict, perm: list[int]) -> None:
-    """Make ``node`` compute on ``inputs`` into a new value, then transpose it by ``perm``
-    into its old output name."""
+    """Make ``node`` compute on ``inputs``, then transpose its result by ``perm`` for its
+    readers. The node keeps its output name (the transpose, which usually cancels, gets a
+    new one), except for a graph output, whose name stays on the transposed value."""
     out = node.outputs[0]
-    new = graph.fresh_name(out + ".nchw")
-    old = graph.types.get(out)
-    if old is not None and old.shape is not None and len(old.shape) == len(perm):
-        inverse = [perm.index(i) for i in range(len(perm))]
-        graph.types[new] = ValueType(old.dtype, [old.shape[i] for i in inverse])
+    old = graph.types.get(out) or ValueType("F32", None)
+    moved = ValueType(old.dtype, None)
+    if old.shape is not None and len(old.shape) == len(perm):
+        moved.shape = [old.shape[perm.index(i)] for i in range(len(perm))]
+    if out in graph.outputs:
+        computed, transposed = graph.fresh_name(out + ".moved"), out
     else:
-        graph.types[new] = ValueType(old.dtype if old else "F32", None)
-    index = graph.nodes.index(node)
-    node.inputs, node.attrs, node.outputs = list(inputs), dict(attrs), [new]
-    graph.nodes.insert(index + 1, Node("transpose", [new], [out], {"perm": list(perm)},
-                                       node.name))
+        computed, transposed = out, graph.fresh_name(out + ".t")
+        graph.rename_uses({out: transposed})
+    graph.types[computed], graph.types[transposed] = moved, old
+    node.inputs, node.attrs, node.outputs = list(inputs), dict(attrs), [computed]
+    graph.nodes.insert(graph.nodes.index(node) + 1,
+                       Node("transpose", [computed], [transposed], {"perm": list(perm)},
+                            node.name))

@@ -37,6 +37,8 @@ PASS_THROUGH = {
     "Identity", "IdentityN", "StopGradient", "PreventGradient", "Snapshot", "EnsureShape",
     "CheckNumerics",
 }
+#: Control flow ops: the export fails on them by name.
+CONTROL_FLOW = {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}
 #: Ops that may rearrange a weight without changing its elements.
 REARRANGE = {"Reshape", "ExpandDims", "Squeeze", "StridedSlice", "Transpose", "Cast"}
 #: Ops whose output may be larger than their input: lowered (not folded) when the output
@@ -131,7 +133,8 @@ class _Trace:
 
         spec = [tf.TensorSpec(shapes[n], tf.as_dtype(dtypes[n]), name=n) for n in self.names]
         concrete = tf.function(call, input_signature=spec).get_concrete_function()
-        frozen = convert_variables_to_constants_v2(concrete)
+        # Loops stay `While` ops (failing by name) instead of becoming v1 control flow.
+        frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
         self.source = concrete.graph
         self.variable_names = _variable_names(concrete)
         self.graph = tf.Graph()
@@ -216,6 +219,11 @@ class Lowering:
             if self.graph.fresh_name(key) != key:
                 raise ValueError(f"output name {key!r} is also an input name")
         order = self._order(self.main.outputs)
+        for op in order:
+            if op.type in CONTROL_FLOW:
+                raise self.fail(op, "control flow (tf.while_loop, a loop over tf.range, "
+                                "tf.cond) cannot be exported: unroll loops in Python, "
+                                "unroll=True for Keras RNNs")
         self._find_static(order)
         self._evaluate_static(order)
         for op in order:
@@ -234,16 +242,23 @@ class Lowering:
             self.graph.add_output(key, vtype.dtype, vtype.shape)
 
     def _order(self, outputs) -> list:
-        """The ops the outputs depend on (data inputs only), inputs before users."""
-        order, done, stack = [], set(), [(t.op, False) for t in reversed(outputs)]
+        """The ops the outputs depend on (data inputs only), inputs before users; a cycle
+        (TF1 loop control flow) fails naming an op on it."""
+        order, done, active = [], set(), set()
+        stack = [(t.op, False) for t in reversed(outputs)]
         while stack:
             op, expanded = stack.pop()
             if op.name in done:
                 continue
             if expanded:
+                active.discard(op.name)
                 done.add(op.name)
                 order.append(op)
                 continue
+            if op.name in active:
+                raise self.fail(op, "a loop in the graph (control flow) cannot be exported; "
+                                "unroll it in Python")
+            active.add(op.name)
             stack.append((op, True))
             for t in reversed(list(op.inputs)):
                 if t.op.name not in done:
@@ -257,7 +272,8 @@ class Lowering:
             elif op.type in SHAPE_OPS:
                 if all(t.shape.is_fully_defined() for t in op.inputs):
                     self._static_ops.add(op.name)
-            elif op.type in ("Placeholder", "NoOp") or op.op_def.is_stateful:
+            elif (op.type in ("Placeholder", "NoOp") or op.op_def.is_stateful
+                  or not all(t.dtype.is_numpy_compatible for t in op.outputs)):
                 continue
             elif op.type in EXPANDING and self._varies(op.outputs[0]):
                 continue  # lowered to `expand` to a symbolic shape

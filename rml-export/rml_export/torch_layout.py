@@ -215,6 +215,18 @@ def slice_(cx, node, a):
                                   "steps": [step]})
 
 
+@lowers("aten.flip.default")
+def flip(cx, node, a):
+    """slice with step −1 on each flipped axis."""
+    x = a["self"]
+    axes = sorted({norm_axis(d, x.rank) for d in a["dims"]})
+    if not axes:
+        return x
+    n = len(axes)
+    return cx.emit("slice", [x], {"starts": [-1] * n, "ends": [-(2**63)] * n, "axes": axes,
+                                  "steps": [-1] * n})
+
+
 @lowers("aten.select.int")
 def select(cx, node, a):
     """slice [i, i+1) then squeeze the axis."""
@@ -245,6 +257,33 @@ def index(cx, node, a):
     if len(used) != 1:
         cx.fail("advanced indexing with more than one index tensor")
     return cx.emit("gather", [x, _index_value(cx, indices[used[0]])], {"axis": used[0]})
+
+
+@lowers("aten.gather.default")
+def take_along(cx, node, a):
+    """``torch.gather`` (take along ``dim``) through a one-hot selection:
+    ``reduce_sum(where(unsqueeze(index) == iota, unsqueeze(x), 0))`` over the
+    selected axis; exact, as every sum has one non-zero term."""
+    import torch
+
+    x, index = a["self"], _index_value(cx, a["index"])
+    axis = norm_axis(a["dim"], x.rank)
+    size = x.shape[axis]
+    others = [i for i in range(x.rank) if i != axis]
+    if not isinstance(size, int) or any(str(x.shape[i]) != str(index.shape[i]) for i in others):
+        cx.fail("torch.gather needs a fixed size on dim and an index of the input's "
+                "size on the other axes")
+    wide = index.shape[:axis + 1] + (size,) + index.shape[axis + 1:]
+    xe = cx.emit("unsqueeze", [x], {"axes": [axis]},
+                 shape=x.shape[:axis] + (1,) + x.shape[axis:], hint=f"{node.name}.x")
+    ie = cx.emit("unsqueeze", [index], {"axes": [axis + 1]}, dtype=index.dtype,
+                 shape=index.shape[:axis + 1] + (1,) + index.shape[axis + 1:],
+                 hint=f"{node.name}.idx")
+    hit = cx.emit("equal", [ie, cx.cast(cx.iota(size, axis + 1, x.rank + 1), index.dtype)],
+                  dtype=torch.bool, shape=wide, hint=f"{node.name}.hit")
+    picked = cx.emit("where", [hit, xe, cx.scalar(0, x.dtype)], dtype=x.dtype, shape=wide,
+                     hint=f"{node.name}.pick")
+    return cx.emit("reduce_sum", [picked], {"axes": [axis + 1]})
 
 
 @lowers("aten.index_select.default")

@@ -193,6 +193,14 @@ class Lowerer:
 
         return self.constant(torch.tensor(value, dtype=dtype), "scalar")
 
+    def iota(self, size: int, axis: int, rank: int) -> V:
+        """``0..size`` as an ``I64`` constant that broadcasts along ``axis`` of a rank-``rank``
+        value (shape ``[size, 1, …]`` with ``rank - axis - 1`` trailing ones)."""
+        import torch
+
+        shape = (size,) + (1,) * (rank - axis - 1)
+        return self.constant(torch.arange(size).reshape(shape), "iota")
+
     def as_tensor(self, x, dtype) -> V:
         """``x`` (a V or a Python scalar) as a value of ``dtype``, casting when needed."""
         if not isinstance(x, V):

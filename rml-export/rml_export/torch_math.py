@@ -76,10 +76,38 @@ def leaky_relu(cx, node, a):
 
 @lowers("aten.elu.default")
 def elu(cx, node, a):
-    """elu (scale and input_scale must be 1)."""
-    if a["scale"] != 1 or a["input_scale"] != 1:
-        cx.fail("elu with scale or input_scale other than 1 (selu) is not supported")
-    return cx.emit("elu", [a["self"]], {"alpha": float(a["alpha"])})
+    """scale · elu(x) (selu's scale as a ``mul``; input_scale must be 1)."""
+    x = a["self"]
+    if a["input_scale"] != 1:
+        cx.fail("elu with input_scale other than 1 is not supported")
+    if a["scale"] == 1:
+        return cx.emit("elu", [x], {"alpha": float(a["alpha"])})
+    y = cx.emit("elu", [x], {"alpha": float(a["alpha"])}, hint=f"{node.name}.elu")
+    return cx.emit("mul", [y, cx.scalar(a["scale"], x.dtype)])
+
+
+@lowers("aten.log1p.default", "aten.expm1.default")
+def log1p_expm1(cx, node, a):
+    """log(x + 1) and exp(x) − 1."""
+    x = cx.cast(a["self"], out_val(node).dtype)
+    one = cx.scalar(1.0, x.dtype)
+    if "log1p" in str(node.target):
+        return cx.emit("log", [cx.emit("add", [x, one], hint=f"{node.name}.add")])
+    return cx.emit("sub", [cx.emit("exp", [x], hint=f"{node.name}.exp"), one])
+
+
+@lowers("aten.sign.default")
+def sign(cx, node, a):
+    """(x > 0) − (x < 0), in x's dtype."""
+    import torch
+
+    x = a["self"]
+    zero = cx.scalar(0, x.dtype)
+    parts = []
+    for op in ("greater", "less"):
+        c = cx.emit(op, [x, zero], dtype=torch.bool, hint=f"{node.name}.{op}")
+        parts.append(cx.cast(c, x.dtype))
+    return cx.emit("sub", parts)
 
 
 @lowers("aten.hardtanh.default", "aten.clamp.default")
@@ -584,6 +612,41 @@ def max_dim(cx, node, a):
     i = cx.emit(f"arg{kind}", [x], {"axis": a["dim"], "keepdims": keep},
                 dtype=indices.dtype, shape=indices.shape, hint=f"{node.name}_indices")
     return [v, i]
+
+
+@lowers("aten.topk.default")
+def topk(cx, node, a):
+    """k rounds of reduce_max + argmax (min for ``largest=False``), each round masking
+    the position it found with ∓inf; values and indices concatenated along ``dim``.
+    Ties are taken in index order."""
+    import torch
+
+    x, k = a["self"], int(a["k"])
+    axis = norm_axis(a["dim"], x.rank)
+    size = x.shape[axis]
+    if not isinstance(size, int):
+        cx.fail("topk over a symbolic axis")
+    kind, fill = ("max", -math.inf) if a["largest"] else ("min", math.inf)
+    values, indices = out_val(node)
+    part = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+    iota = cx.iota(size, axis, x.rank) if k > 1 else None
+    vals, idxs, cur = [], [], x
+    for i in range(k):
+        vals.append(cx.emit(f"reduce_{kind}", [cur], {"axes": [axis], "keepdims": True},
+                            shape=part, dtype=x.dtype, hint=f"{node.name}.v{i}"))
+        idxs.append(cx.emit(f"arg{kind}", [cur], {"axis": axis, "keepdims": True},
+                            shape=part, dtype=torch.int64, hint=f"{node.name}.i{i}"))
+        if i + 1 < k:
+            hit = cx.emit("equal", [iota, idxs[-1]], dtype=torch.bool, shape=x.shape,
+                          hint=f"{node.name}.hit{i}")
+            cur = cx.emit("where", [hit, cx.scalar(fill, x.dtype), cur], shape=x.shape,
+                          dtype=x.dtype, hint=f"{node.name}.rest{i}")
+    if k == 1:
+        return [vals[0], idxs[0]]
+    return [cx.emit("concat", vals, {"axis": axis}, dtype=values.dtype, shape=values.shape,
+                    hint=f"{node.name}_values"),
+            cx.emit("concat", idxs, {"axis": axis}, dtype=indices.dtype, shape=indices.shape,
+                    hint=f"{node.name}_indices")]
 
 
 @lowers("aten.argmax.default", "aten.argmin.default")

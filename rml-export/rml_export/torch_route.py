@@ -17,6 +17,8 @@ Parameters and buffers become constants named by their fully qualified names
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .errors import ExportError
@@ -43,6 +45,7 @@ def export(model, example_inputs: dict[str, np.ndarray], *, symbols=None, **opti
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"export_torch: expected a torch.nn.Module, got {type(model).__name__}")
     tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in example_inputs.items()}
+    _keep_triton_out()
     model.eval()
     with torch.no_grad():
         program = torch.export.export(
@@ -53,6 +56,15 @@ def export(model, example_inputs: dict[str, np.ndarray], *, symbols=None, **opti
     graph.metadata = {"producer": "rml-export", "framework": "torch",
                       "model": type(model).__name__}
     return clean_up(graph)
+
+
+def _keep_triton_out() -> None:
+    """``torch.export`` imports ``torch._dynamo``, which imports Triton when it is
+    installed; Triton's LLVM aborts the process when TensorFlow's or jaxlib's LLVM is
+    loaded already. Exporting runs on the CPU and never needs Triton, so in that case
+    Triton is marked unavailable (it could not be imported in this process anyway)."""
+    if "triton" not in sys.modules and ({"tensorflow", "jaxlib"} & set(sys.modules)):
+        sys.modules["triton"] = None
 
 
 def _dynamic_shapes(symbols, tensors):
@@ -71,6 +83,11 @@ def _dynamic_shapes(symbols, tensors):
         for axis, sym in (symbols.get(name) or {}).items():
             if not isinstance(sym, str):
                 sym = sym.__name__  # a torch.export.Dim
+            if tensors[name].shape[int(axis)] < 2:
+                raise ValueError(
+                    f"symbols: input {name!r} axis {axis} ({sym}) has example size "
+                    f"{tensors[name].shape[int(axis)]}; torch.export fixes sizes 0 and 1, "
+                    "so give an example of size 2 or more there")
             dims.setdefault(sym, torch.export.Dim(sym, min=1))
             axes[int(axis)] = dims[sym]
         spec[name] = axes or None

@@ -266,6 +266,47 @@ def test_depthwise_transposed_conv_pooling_batch_norm_resize(tmp_path):
     assert {"bn.mean", "bn.var", "bn.offset", "bn.scale", "dw", "up", "k"} == set(graph.constants)
 
 
+# -- Keras ---------------------------------------------------------------------------------
+
+def keras_outputs_close(model, inputs, tmp_path):
+    """Export a Keras model (inference mode), run it in rml, compare; returns the graph."""
+    graph = rml_export.export_tf(lambda **kw: model(*kw.values(), training=False), inputs)
+    want = model(*[tf.constant(v) for v in inputs.values()], training=False).numpy()
+    assert_outputs_close(run_exported(graph, inputs, tmp_path), {"y": want})
+    return graph
+
+
+def test_keras_transformer_layers(tmp_path):
+    keras = pytest.importorskip("keras")
+    keras.utils.set_random_seed(1)
+    ids = keras.Input((6,), dtype="int64")
+    h = keras.layers.Embedding(10, 16)(ids)
+    h = keras.layers.LayerNormalization()(h + keras.layers.MultiHeadAttention(2, 8)(h, h))
+    h = keras.layers.Dense(32, activation="gelu")(h)
+    model = keras.Model(ids, keras.layers.Dense(4)(h))
+    graph = keras_outputs_close(model, {"ids": RNG.integers(0, 10, (2, 6))}, tmp_path)
+    assert {"gather", "layer_norm", "scaled_dot_product_attention", "gelu"} <= set(ops(graph))
+
+
+def test_keras_conv_layers_and_unrolled_rnns(tmp_path):
+    keras = pytest.importorskip("keras")
+    keras.utils.set_random_seed(2)
+    layers = keras.layers
+    cnn = keras.Sequential([
+        keras.Input((8, 8, 3)), layers.Conv2D(4, 3, padding="same", activation="relu"),
+        layers.BatchNormalization(), layers.Conv2DTranspose(4, 3, strides=2, padding="same"),
+        layers.DepthwiseConv2D(3, padding="same"), layers.AveragePooling2D(2),
+        layers.MaxPooling2D(), layers.UpSampling2D(), layers.GlobalAveragePooling2D(),
+        layers.Dropout(0.5), layers.Dense(5, activation="softmax")])
+    graph = keras_outputs_close(cnn, {"x": rand(2, 8, 8, 3)}, tmp_path / "cnn")
+    assert {"batch_norm", "upsample_nearest2d"} <= set(ops(graph))
+    assert ops(graph).count("transpose") == 1  # NCHW from the first layer on
+    rnn = keras.Sequential([keras.Input((5, 4)), layers.LSTM(6, return_sequences=True,
+                                                             unroll=True),
+                            layers.GRU(3, unroll=True), layers.Dense(2)])
+    keras_outputs_close(rnn, {"x": rand(2, 5, 4)}, tmp_path / "rnn")
+
+
 # -- errors --------------------------------------------------------------------------------
 
 def test_unsupported_op_names_the_op_and_the_line():
@@ -287,3 +328,14 @@ def test_nested_outputs_are_refused():
     m = Fn(lambda w, x: {"pair": (x, 2 * x)})
     with pytest.raises(ValueError, match="dict or tuple of tensors"):
         rml_export.export_tf(m, {"x": rand(2)})
+
+
+def test_a_loop_is_an_error_naming_the_while_op():
+    def fn(w, x):
+        for _ in tf.range(3):  # autograph: a While op
+            x = x * 2.0
+        return x
+
+    with pytest.raises(rml_export.ExportError, match="unroll") as err:
+        rml_export.export_tf(Fn(fn), {"x": rand(2)})
+    assert err.value.op in ("While", "StatelessWhile")

@@ -12,7 +12,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import rml_export  # noqa: E402
 from rml_export import ExportError  # noqa: E402
-from rml_runner import assert_outputs_close, run_exported  # noqa: E402
+from rml_runner import assert_outputs_close, run_exported, run_graph  # noqa: E402
 
 
 class Fn(nn.Module):
@@ -71,7 +71,9 @@ UNARY = {
     "clamp_min": lambda x: x.clamp(min=0.25), "hardsigmoid": F.hardsigmoid,
     "hardswish": F.hardswish, "mish": F.mish, "reciprocal": lambda x: 1.0 / (x.abs() + 1),
     "square": torch.square, "pow3": lambda x: x ** 3, "pow_half": lambda x: x.abs() ** 0.5,
-    "exp2_base": lambda x: 2.0 ** x,
+    "exp2_base": lambda x: 2.0 ** x, "selu": F.selu, "logsigmoid": F.logsigmoid,
+    "log1p": lambda x: torch.log1p(x.abs()), "expm1": torch.expm1, "sign": torch.sign,
+    "softsign": F.softsign,
 }
 
 
@@ -242,6 +244,12 @@ REDUCE = {
     "std": lambda x: x.std(dim=2, keepdim=True), "prod": lambda x: x.prod(dim=1),
     "cumsum": lambda x: x.cumsum(dim=1), "norm2": lambda x: torch.linalg.vector_norm(x, dim=-1),
     "norm1": lambda x: x.norm(p=1, dim=1), "logsumexp": lambda x: x.logsumexp(dim=-1),
+    "topk": lambda x: x.topk(3), "topk_smallest": lambda x: x.topk(2, dim=1, largest=False),
+    "topk_1": lambda x: x.topk(1, dim=0),
+    "gather": lambda x: torch.gather(x, 2, torch.tensor([[[0, 3], [1, 1], [2, 0]]] * 2)),
+    "gather_topk": lambda x: torch.gather(x, 1, x.topk(2, dim=1).indices),
+    "topk_routing": lambda x: (x.topk(2).values.softmax(-1).unsqueeze(-1)
+                               * torch.gather(x, -1, x.topk(2).indices).unsqueeze(-2)).sum(-1),
 }
 
 
@@ -278,6 +286,7 @@ LAYOUT = {
     "to_int_and_back": lambda m, x: (x * 3).to(torch.int64).to(torch.float32),
     "contiguous_clone": lambda m, x: x.transpose(0, 1).contiguous().clone(),
     "one_hot": lambda m, x: F.one_hot(x.argmax(-1), 5).float(),
+    "flip": lambda m, x: x.flip(0, 2), "roll": lambda m, x: x.roll(1, -1),
 }
 
 
@@ -294,6 +303,41 @@ def test_integer_input_gather(tmp_path):
     graph = check(model, {"x": np.array([[1, 2, 9], [0, 0, 3]], np.int64)}, tmp_path)
     assert "gather" in ops(graph)
     assert graph.types["x"].dtype == "I64"
+
+
+# -- whole torch.nn modules -----------------------------------------------------------
+
+def _mod(module, fn=None):
+    return Fn((lambda m, x: fn(m.mod, x)) if fn else (lambda m, x: m.mod(x)), mod=module)
+
+
+MODULES = {
+    "multihead_attention": (_mod(nn.MultiheadAttention(16, 2, batch_first=True),
+                                 lambda m, x: m(x, x, x, need_weights=False)[0]), [2, 5, 16]),
+    "attention_weights": (_mod(nn.MultiheadAttention(16, 2, batch_first=True),
+                               lambda m, x: m(x, x, x)[1]), [2, 5, 16]),
+    "encoder_layer_causal": (_mod(
+        nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True, norm_first=True),
+        lambda m, x: m(x, src_mask=nn.Transformer.generate_square_subsequent_mask(5),
+                       is_causal=True)), [2, 5, 16]),
+    "lstm": (_mod(nn.LSTM(8, 6, batch_first=True), lambda m, x: m(x)[0]), [2, 4, 8]),
+    "gru": (_mod(nn.GRU(8, 6, batch_first=True), lambda m, x: m(x)[0]), [2, 4, 8]),
+    "rnn_2_layers": (_mod(nn.RNN(8, 6, num_layers=2), lambda m, x: m(x)[1]), [4, 2, 8]),
+    "pixel_shuffle": (_mod(nn.PixelShuffle(2)), [1, 8, 3, 3]),
+    "resnet_stem": (_mod(nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))), [2, 3, 8, 8]),
+    "prelu": (_mod(nn.PReLU(3)), [2, 3, 4]),
+    "glu": (_mod(nn.GLU()), [2, 6]),
+    "cosine_similarity": (_mod(nn.CosineSimilarity(), lambda m, x: m(x, x.flip(0))), [2, 6]),
+    "normalize": (Fn(lambda m, x: F.normalize(x, dim=-1)), [2, 6]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module(name, tmp_path):
+    model, shape = MODULES[name]
+    check(model, {"x": rand(*shape)}, tmp_path)
 
 
 # -- names, outputs, symbols ----------------------------------------------------------
@@ -346,6 +390,59 @@ def test_symbolic_batch(tmp_path):
         x = rand(batch, 5, 8, seed=batch)
         got = run_exported(graph, {"x": x}, tmp_path / str(batch))
         assert_outputs_close(got, torch_outputs(model, {"x": x}))
+
+
+def test_symbol_on_an_example_size_of_one_is_refused():
+    with pytest.raises(ValueError, match="example size 1"):
+        rml_export.export_torch(Attn(), {"x": rand(1, 5, 8)}, symbols={"x": {0: "N"}})
+
+
+class TakesY(nn.Module):
+    def forward(self, y):
+        return y + 1
+
+
+def test_output_named_like_an_input_is_refused():
+    with pytest.raises(ValueError, match="output 'y' has the name of an input"):
+        rml_export.export_torch(TakesY(), {"y": rand(2)})
+
+
+MODULE = """
+import torch
+
+
+def build():
+    return torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.Flatten(), torch.nn.Tanh())
+"""
+
+
+def test_command_line(tmp_path):
+    """``python -m rml_export torch``: the written weights, loaded back into the model by
+    their FQNs, give PyTorch the output rml computes from the written graph."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    (tmp_path / "cli_model.py").write_text(MODULE)
+    x = rand(2, 2, 5, 5)
+    np.savez(tmp_path / "inputs.npz", input=x)
+    package = str(Path(rml_export.__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-m", "rml_export", "torch", "cli_model:build", "--inputs",
+         "inputs.npz", "--out", "out/graph.json"],
+        cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": package},
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "out" / "graph.json").read_text())
+    assert [n["op"] for n in doc["nodes"]] == ["conv2d", "reshape", "tanh"]
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.Flatten(), nn.Tanh())
+    model.load_state_dict(load_file(tmp_path / "out" / "graph.safetensors"))
+    got = run_graph(tmp_path / "out" / "graph.json", {"input": x}, tmp_path / "run")
+    assert_outputs_close(got, torch_outputs(model, {"input": x}))
 
 
 # -- errors ---------------------------------------------------------------------------
