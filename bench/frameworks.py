@@ -294,14 +294,20 @@ def sweep(args) -> int:
                                 preexec_fn=lambda c=cpus: os.sched_setaffinity(0, c))
         for line in proc.stdout:
             cells.append(json.loads(line))
+            write_results(args.out, meta, cells, started)  # an interrupted sweep keeps its cells
         proc.wait()
+    write_results(args.out, meta, cells, started)
+    print(f"wrote {args.out} ({len(cells)} cells, {meta['seconds']} s)")
+    return 0
+
+
+def write_results(out: str, meta: dict, cells: list, started) -> None:
+    """Writes the results file with the load average and duration so far."""
     meta["load_after"] = os.getloadavg()
     meta["seconds"] = round((datetime.datetime.now(datetime.timezone.utc) - started)
                             .total_seconds())
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"meta": meta, "cells": cells}, indent=1) + "\n")
-    print(f"wrote {args.out} ({len(cells)} cells, {meta['seconds']} s)")
-    return 0
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps({"meta": meta, "cells": cells}, indent=1) + "\n")
 
 
 def main(argv=None) -> int:
