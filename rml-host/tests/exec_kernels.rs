@@ -496,3 +496,53 @@ fn batch_norm_equals_the_interpreter_exactly() {
         assert_eq!(got, &want, "case {ci}");
     }
 }
+
+#[test]
+fn matmul_of_two_activations_matches_the_interpreter_within_a_k_bound() {
+    // Batched (rank 3 and 4) with each transpose combination, and K across the
+    // GEMM's K block; both operands are graph inputs, so no weight is packed.
+    for (ci, (batch, m, k, n, ta, tb)) in [
+        (vec![3], 5, 7, 4, false, false),
+        (vec![2], 9, 300, 17, true, false),
+        (vec![2, 2], 4, 6, 20, false, true),
+        (vec![1], 1, 33, 8, true, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dims = |r: usize, c: usize, t: bool| {
+            let mut d = batch.clone();
+            d.extend(if t { [c, r] } else { [r, c] });
+            d
+        };
+        let (a_dims, b_dims) = (dims(m, k, ta), dims(k, n, tb));
+        let mut y_dims = batch.clone();
+        y_dims.extend([m, n]);
+        let text = json!({
+            "format": "rml-graph", "version": 1,
+            "inputs": [decl("a", json!(a_dims)), decl("b", json!(b_dims))],
+            "nodes": [{"op": "matmul", "inputs": ["a", "b"], "outputs": ["y"],
+                       "attrs": {"transpose_a": ta, "transpose_b": tb}}],
+            "outputs": [decl("y", json!(y_dims))]
+        })
+        .to_string();
+        let constants = MemoryConstants::new();
+        let g = load_graph(&text, &constants).unwrap();
+        let a = exec_support::tensor(&a_dims, 60 + ci as u64);
+        let b = exec_support::tensor(&b_dims, 70 + ci as u64);
+        let inputs = [a, b];
+        let want = f32s(&run(&g, &constants, &inputs).unwrap()[0].data);
+        let got = &exec_all(&g, &constants, &inputs)[0];
+        // Values are in [-1, 1): |Σ a·b| ≤ K, so the bound is γ_K · K on both sides.
+        let gamma = k as f64 * UNIT_ROUNDOFF / (1.0 - k as f64 * UNIT_ROUNDOFF);
+        let tol = BOTH_SIDES * gamma * k as f64 + f64::from(f32::EPSILON);
+        assert_eq!(got.len(), want.len(), "case {ci}");
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let err = f64::from((g - w).abs());
+            assert!(
+                err <= tol,
+                "case {ci} element {i}: {g} vs {w} (bound {tol})"
+            );
+        }
+    }
+}

@@ -38,6 +38,12 @@ fn with_buffer<R>(
     })
 }
 
+/// Calls `f` with `len` values of this thread's GEMM scratch (grown if needed,
+/// contents unspecified).
+pub fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    with_buffer(&SCRATCH, len, f)
+}
+
 /// Runs chunks `0..n` of a job, possibly in parallel.
 pub type Parallel<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
 
@@ -137,7 +143,7 @@ fn multiply(
         let range = chunk_range(rows, chunks, i);
         let m = range.len();
         let a = &weights[range.start * k..range.end * k];
-        let done = with_buffer(&SCRATCH, gemm::gemm_scratch_len(m, pixels, k), |scratch| {
+        let done = with_scratch(gemm::gemm_scratch_len(m, pixels, k), |scratch| {
             let a = MatRef::row_major(a, m, k)?;
             let b = MatRef::row_major(col, k, pixels)?;
             let c = MatMut::row_major(piece, m, pixels)?;

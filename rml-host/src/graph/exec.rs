@@ -17,6 +17,7 @@ use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
 use super::batch_norm::{ChannelParams, batch_norm};
+use super::batched_matmul::matmul;
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
 use super::conv::Conv2d;
@@ -520,6 +521,21 @@ impl Ctx<'_> {
         let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
         if let Op::Conv2d(p) = &node.op
             && self.conv2d(p, &views, words, shape)
+        {
+            return Some(Ok(()));
+        }
+        if let Op::MatMul {
+            transpose_a,
+            transpose_b,
+        } = node.op
+            && let (Some(Some(a)), Some(Some(b))) = (views.first(), views.get(1))
+            && let (Ok(a_data), Ok(b_data)) = (a.as_slice(), b.as_slice())
+            && matmul(
+                (a_data, a.shape().dims()),
+                (b_data, b.shape().dims()),
+                [transpose_a, transpose_b],
+                words,
+            )
         {
             return Some(Ok(()));
         }

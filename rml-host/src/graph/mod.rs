@@ -47,6 +47,7 @@ pub mod interp;
 
 pub mod arena;
 mod batch_norm;
+mod batched_matmul;
 mod conv;
 pub mod exec;
 pub mod fuse;
