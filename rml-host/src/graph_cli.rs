@@ -130,55 +130,119 @@ fn bench_inputs(graph: &Graph, batch: usize) -> Vec<DenseTensor> {
         .collect()
 }
 
+/// What `rml-host bench` times and how it reports.
+pub struct BenchOptions<'a> {
+    /// Batch sizes (every symbolic input dim takes the batch).
+    pub batches: &'a [usize],
+    /// Thread counts.
+    pub threads: &'a [usize],
+    /// JSON rows instead of a table.
+    pub json: bool,
+    /// Elementwise fusion on.
+    pub fusion: bool,
+    /// `NAME=FILE.npy` inputs to time on instead of generated ones.
+    pub inputs: &'a [String],
+    /// A fixed number of timed runs per cell.
+    pub runs: Option<usize>,
+}
+
+/// One timed (batch, threads) cell: wall-clock median, p10, p90 (µs), runs, and the
+/// mean process CPU time per run (µs, all threads) where the OS reports it.
+struct Cell {
+    batch: usize,
+    threads: usize,
+    median: f64,
+    p10: f64,
+    p90: f64,
+    runs: usize,
+    cpu: Option<f64>,
+}
+
+/// Warms `exec` up with one run, then times runs as `runs` asks.
+fn time_cell(
+    exec: &mut Executor,
+    inputs: &[DenseTensor],
+    runs: Option<usize>,
+) -> Result<(Vec<f64>, Option<f64>), String> {
+    exec.run(inputs).map_err(|e| e.to_string())?;
+    let mut times = Vec::new();
+    let begin = Instant::now();
+    let cpu_begin = crate::cpu_time::process_cpu_ns();
+    let more = |n: usize| match runs {
+        Some(r) => n < r.max(1),
+        None => n < 5 || (n < 200 && begin.elapsed().as_secs_f64() < 1.0),
+    };
+    while more(times.len()) {
+        let start = Instant::now();
+        exec.run(inputs).map_err(|e| e.to_string())?;
+        times.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    let cpu = match (cpu_begin, crate::cpu_time::process_cpu_ns()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e3 / times.len() as f64),
+        _ => None,
+    };
+    Ok((times, cpu))
+}
+
 /// `rml-host bench`: median latency per (batch, threads) cell.
-pub fn bench(
-    path: &Path,
-    batches: &[usize],
-    threads: &[usize],
-    json: bool,
-    fusion: bool,
-) -> Result<(), String> {
+pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
     let (graph, weights) = load_graph_file(path)?;
+    if !o.inputs.is_empty() && o.batches.len() != 1 {
+        return Err("--input takes one --batch (a label for the given inputs)".into());
+    }
+    let given = if o.inputs.is_empty() {
+        None
+    } else {
+        Some(inputs(&graph, path, o.inputs)?)
+    };
     let mut cells = Vec::new();
-    for &batch in batches {
-        let inputs = bench_inputs(&graph, batch);
-        for &t in threads {
+    for &batch in o.batches {
+        let inputs = match &given {
+            Some(g) => g.clone(),
+            None => bench_inputs(&graph, batch),
+        };
+        for &t in o.threads {
             let options = Options {
                 threads: t,
-                fusion,
+                fusion: o.fusion,
                 profile: false,
             };
             let mut exec =
                 Executor::new(graph.clone(), &weights, options).map_err(|e| e.to_string())?;
-            exec.run(&inputs).map_err(|e| e.to_string())?;
-            let mut times = Vec::new();
-            let begin = Instant::now();
-            while times.len() < 5 || (times.len() < 200 && begin.elapsed().as_secs_f64() < 1.0) {
-                let start = Instant::now();
-                exec.run(&inputs).map_err(|e| e.to_string())?;
-                times.push(start.elapsed().as_secs_f64() * 1e6);
-            }
+            let (mut times, cpu) = time_cell(&mut exec, &inputs, o.runs)?;
             times.sort_by(f64::total_cmp);
-            let median = times[times.len() / 2];
-            let (lo, hi) = (times[times.len() / 10], times[times.len() * 9 / 10]);
-            cells.push((batch, t, median, lo, hi, times.len()));
+            let n = times.len();
+            cells.push(Cell {
+                batch,
+                threads: t,
+                median: times[n / 2],
+                p10: times[n / 10],
+                p90: times[n * 9 / 10],
+                runs: n,
+                cpu,
+            });
         }
     }
-    if json {
+    if o.json {
         let rows: Vec<serde_json::Value> = cells
             .iter()
-            .map(|&(b, t, m, lo, hi, n)| {
-                serde_json::json!({"batch": b, "threads": t, "median_us": m, "p10_us": lo, "p90_us": hi, "runs": n})
+            .map(|c| {
+                serde_json::json!({"batch": c.batch, "threads": c.threads, "median_us": c.median,
+                    "p10_us": c.p10, "p90_us": c.p90, "runs": c.runs, "cpu_us": c.cpu})
             })
             .collect();
         println!("{}", serde_json::Value::Array(rows));
     } else {
         println!(
-            "{:>6} {:>8} {:>12} {:>12} {:>12} {:>6}",
-            "batch", "threads", "median us", "p10 us", "p90 us", "runs"
+            "{:>6} {:>8} {:>12} {:>12} {:>12} {:>12} {:>6}",
+            "batch", "threads", "median us", "p10 us", "p90 us", "cpu us/run", "runs"
         );
-        for (b, t, m, lo, hi, n) in cells {
-            println!("{b:>6} {t:>8} {m:>12.1} {lo:>12.1} {hi:>12.1} {n:>6}");
+        for c in cells {
+            let cpu = c.cpu.map_or("-".to_string(), |v| format!("{v:.1}"));
+            println!(
+                "{:>6} {:>8} {:>12.1} {:>12.1} {:>12.1} {cpu:>12} {:>6}",
+                c.batch, c.threads, c.median, c.p10, c.p90, c.runs
+            );
         }
     }
     Ok(())

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod cpu_time;
 mod graph_cli;
 
 use clap::{Parser, Subcommand};
@@ -74,6 +75,12 @@ enum Command {
         /// Turn elementwise fusion off.
         #[arg(long)]
         no_fusion: bool,
+        /// Time on these inputs (NAME=FILE.npy) instead of generated ones; one batch only.
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+        /// Timed runs per cell (default: 5 to 200, about a second).
+        #[arg(long)]
+        runs: Option<usize>,
     },
 }
 
@@ -118,7 +125,19 @@ fn main() -> ExitCode {
             threads,
             json,
             no_fusion,
-        } => Some(graph_cli::bench(graph, batch, threads, *json, !*no_fusion)),
+            inputs,
+            runs,
+        } => Some(graph_cli::bench(
+            graph,
+            &graph_cli::BenchOptions {
+                batches: batch,
+                threads,
+                json: *json,
+                fusion: !*no_fusion,
+                inputs,
+                runs: *runs,
+            },
+        )),
         Command::Inspect { .. } => None,
     };
     if let Some(result) = graph_result {

@@ -137,3 +137,44 @@ fn bench_prints_a_cell_per_batch_and_thread_count() {
     assert_eq!(cells.as_array().unwrap().len(), 4);
     assert!(cells[0]["median_us"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn bench_times_given_inputs_a_fixed_number_of_runs() {
+    let graph = folder("cli_bench_inputs");
+    let dir = graph.parent().unwrap();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&graph).unwrap()).unwrap();
+    let name = doc["inputs"][0]["name"].as_str().unwrap();
+    let pair = format!(
+        "{name}={}",
+        dir.join(format!("inputs/{name}.npy")).display()
+    );
+    let (ok, stdout, stderr) = rml_host(&[
+        "bench",
+        graph.to_str().unwrap(),
+        "--input",
+        &pair,
+        "--runs",
+        "7",
+        "--threads",
+        "1,2",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let cells: Value = serde_json::from_str(stdout.trim()).unwrap();
+    for cell in cells.as_array().unwrap() {
+        assert_eq!(cell["runs"].as_u64(), Some(7));
+        // A number (it can read 0 for a graph this small: the kernel's per-thread
+        // run time advances at scheduler events).
+        assert!(cell["cpu_us"].as_f64().unwrap() >= 0.0, "{cell}");
+    }
+    let (ok, _, stderr) = rml_host(&[
+        "bench",
+        graph.to_str().unwrap(),
+        "--input",
+        &pair,
+        "--batch",
+        "1,2",
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("--input takes one --batch"), "{stderr}");
+}

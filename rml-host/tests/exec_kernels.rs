@@ -235,3 +235,314 @@ fn norm_and_softmax_row_kernels_match_the_interpreter() {
         }
     }
 }
+
+/// One `conv2d` case: input dims `[N, C, H, W]`, output channels, kernel, stride,
+/// padding `[[top, bottom], [left, right]]`, dilation, groups, bias.
+struct ConvCase {
+    x: [usize; 4],
+    co: usize,
+    k: [usize; 2],
+    stride: [usize; 2],
+    pad: [[usize; 2]; 2],
+    dilation: [usize; 2],
+    groups: usize,
+    bias: bool,
+}
+
+/// `(value, Σ|x·w| + |b|)` per output element of a direct f64 convolution.
+fn direct_conv(c: &ConvCase, x: &[f32], w: &[f32], b: &[f32], out: [usize; 4]) -> Vec<(f64, f64)> {
+    let [n, ci, h, wd] = c.x;
+    let (cig, cog) = (ci / c.groups, c.co / c.groups);
+    let mut res = Vec::new();
+    for img in 0..n {
+        for (o, &bo) in b.iter().enumerate().take(c.co) {
+            let g = o / cog;
+            for oy in 0..out[2] {
+                for ox in 0..out[3] {
+                    let bias = if c.bias { f64::from(bo) } else { 0.0 };
+                    let (mut v, mut mag) = (bias, bias.abs());
+                    for i in 0..cig {
+                        for ky in 0..c.k[0] {
+                            for kx in 0..c.k[1] {
+                                let y = (oy * c.stride[0] + ky * c.dilation[0]) as isize
+                                    - c.pad[0][0] as isize;
+                                let xx = (ox * c.stride[1] + kx * c.dilation[1]) as isize
+                                    - c.pad[1][0] as isize;
+                                if y < 0 || xx < 0 || y >= h as isize || xx >= wd as isize {
+                                    continue;
+                                }
+                                let xi =
+                                    ((img * ci + g * cig + i) * h + y as usize) * wd + xx as usize;
+                                let wi = ((o * cig + i) * c.k[0] + ky) * c.k[1] + kx;
+                                let p = f64::from(x[xi]) * f64::from(w[wi]);
+                                v += p;
+                                mag += p.abs();
+                            }
+                        }
+                    }
+                    res.push((v, mag));
+                }
+            }
+        }
+    }
+    res
+}
+
+#[test]
+fn conv2d_gemm_matches_a_direct_convolution_within_a_k_bound() {
+    let case = |x, co, k, stride, pad, dilation, groups, bias| ConvCase {
+        x,
+        co,
+        k,
+        stride,
+        pad,
+        dilation,
+        groups,
+        bias,
+    };
+    let cases = [
+        // 3×3 same padding, K = 288 crosses the GEMM's K block; 2 images.
+        case(
+            [2, 32, 9, 7],
+            20,
+            [3, 3],
+            [1, 1],
+            [[1, 1], [1, 1]],
+            [1, 1],
+            1,
+            true,
+        ),
+        // stride 2, asymmetric padding, no bias, 1 output channel row per thread.
+        case(
+            [1, 3, 11, 10],
+            3,
+            [3, 2],
+            [2, 3],
+            [[0, 2], [1, 0]],
+            [1, 1],
+            1,
+            false,
+        ),
+        // dilation and groups.
+        case(
+            [1, 8, 12, 12],
+            6,
+            [3, 3],
+            [1, 2],
+            [[2, 2], [2, 2]],
+            [2, 2],
+            2,
+            true,
+        ),
+        // depthwise, 1×1 and a kernel wider than the padded input is not (valid).
+        case(
+            [2, 4, 5, 6],
+            4,
+            [1, 1],
+            [1, 1],
+            [[0, 0], [0, 0]],
+            [1, 1],
+            4,
+            true,
+        ),
+        case(
+            [1, 5, 6, 6],
+            7,
+            [6, 6],
+            [1, 1],
+            [[0, 0], [0, 0]],
+            [1, 1],
+            1,
+            true,
+        ),
+    ];
+    for (ci, c) in cases.iter().enumerate() {
+        let [n, chans, h, w] = c.x;
+        let cig = chans / c.groups;
+        let windows = |size: usize, pad: [usize; 2], k: usize, d: usize, s: usize| {
+            (size + pad[0] + pad[1] - (d * (k - 1) + 1)) / s + 1
+        };
+        let out = [
+            n,
+            c.co,
+            windows(h, c.pad[0], c.k[0], c.dilation[0], c.stride[0]),
+            windows(w, c.pad[1], c.k[1], c.dilation[1], c.stride[1]),
+        ];
+        let w_dims = [c.co, cig, c.k[0], c.k[1]];
+        let wv = exec_support::values(w_dims.iter().product(), 11 + ci as u64);
+        let bv = exec_support::values(c.co, 5);
+        let mut constants = MemoryConstants::new();
+        constants.insert("w", &w_dims, Buffer::F32(wv.clone()));
+        let mut decls = vec![decl("w", json!(w_dims))];
+        let mut inputs = vec!["x", "w"];
+        if c.bias {
+            constants.insert("b", &[c.co], Buffer::F32(bv.clone()));
+            decls.push(decl("b", json!([c.co])));
+            inputs.push("b");
+        }
+        let attrs = json!({"stride": c.stride, "padding": c.pad, "dilation": c.dilation,
+                           "groups": c.groups});
+        let text = json!({
+            "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+            "inputs": [decl("x", json!(c.x))],
+            "constants": decls,
+            "nodes": [{"op": "conv2d", "inputs": inputs, "outputs": ["y"], "attrs": attrs}],
+            "outputs": [decl("y", json!(out))]
+        })
+        .to_string();
+        let g = load_graph(&text, &constants).unwrap();
+        let x = exec_support::tensor(&c.x, 3 + ci as u64);
+        let want = direct_conv(c, &f32s(&x.data), &wv, &bv, out);
+        let got = &exec_all(&g, &constants, &[x])[0];
+        assert_eq!(got.len(), want.len(), "case {ci}");
+        let terms = cig * c.k[0] * c.k[1] + 1;
+        let gamma = terms as f64 * UNIT_ROUNDOFF / (1.0 - terms as f64 * UNIT_ROUNDOFF);
+        for (i, (&g, &(v, mag))) in got.iter().zip(&want).enumerate() {
+            // The f32 result against the exact sum, plus its own rounding to f32.
+            let tol = gamma * mag + f64::from(f32::EPSILON) * v.abs();
+            assert!(
+                (f64::from(g) - v).abs() <= tol,
+                "case {ci} element {i}: {g} vs {v} (bound {tol})"
+            );
+        }
+    }
+}
+
+#[test]
+fn max_pool2d_equals_the_interpreter_exactly() {
+    // (kernel, stride, padding, dilation, ceil_mode) on [2, 3, 9, 8] inputs with a NaN.
+    let cases = [
+        ([2, 2], [2, 2], [[0, 0], [0, 0]], [1, 1], false),
+        ([3, 3], [1, 1], [[1, 1], [1, 1]], [1, 1], false),
+        ([3, 2], [2, 3], [[1, 0], [0, 1]], [2, 1], true),
+        ([2, 3], [3, 2], [[1, 1], [1, 1]], [1, 2], true),
+    ];
+    for (ci, &(kernel, stride, padding, dilation, ceil_mode)) in cases.iter().enumerate() {
+        let attrs = json!({"kernel": kernel, "stride": stride, "padding": padding,
+                           "dilation": dilation, "ceil_mode": ceil_mode});
+        let text = json!({
+            "format": "rml-graph", "version": 1,
+            "inputs": [decl("x", json!([2, 3, 9, 8]))],
+            "nodes": [{"op": "max_pool2d", "inputs": ["x"], "outputs": ["y"], "attrs": attrs}],
+            "outputs": [decl("y", json!([2, 3, "?", "?"]))]
+        })
+        .to_string();
+        let constants = MemoryConstants::new();
+        let g = load_graph(&text, &constants).unwrap();
+        let x = exec_support::tensor(&[2, 3, 9, 8], 21 + ci as u64);
+        let want = f32s(&run(&g, &constants, std::slice::from_ref(&x)).unwrap()[0].data);
+        assert_eq!(
+            exec_all(&g, &constants, std::slice::from_ref(&x))[0],
+            want,
+            "case {ci}"
+        );
+        // NaNs propagate as in the reference (compared apart: NaN != NaN); two of
+        // them, at rows/columns 0/1 and 1/0 of a plane, so every case's windows see one.
+        let mut x = x;
+        if let Buffer::F32(v) = &mut x.data {
+            v[73] = f32::NAN;
+            v[80] = f32::NAN;
+        }
+        let want = f32s(&run(&g, &constants, std::slice::from_ref(&x)).unwrap()[0].data);
+        let mut e = Executor::new(g, &constants, Options::default()).unwrap();
+        let got = f32s(&e.run(&[x]).unwrap()[0].data);
+        assert!(
+            got.iter().any(|v| v.is_nan()),
+            "case {ci}: the NaN propagates"
+        );
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "case {ci} with a NaN");
+    }
+}
+
+#[test]
+fn batch_norm_equals_the_interpreter_exactly() {
+    // [N, C, …] of rank 4 and 3, with and without the affine parameters.
+    for (ci, (dims, affine)) in [(vec![2, 5, 3, 4], true), (vec![3, 4, 7], false)]
+        .into_iter()
+        .enumerate()
+    {
+        let c = dims[1];
+        let mut constants = MemoryConstants::new();
+        let mut decls = Vec::new();
+        let mut inputs = vec!["x".to_string()];
+        let names: &[&str] = if affine {
+            &["mean", "var", "gamma", "beta"]
+        } else {
+            &["mean", "var"]
+        };
+        for (i, name) in names.iter().enumerate() {
+            let mut v = exec_support::values(c, 40 + i as u64);
+            if *name == "var" {
+                v.iter_mut().for_each(|x| *x = x.abs() + 0.1);
+            }
+            constants.insert(name, &[c], Buffer::F32(v));
+            decls.push(decl(name, json!([c])));
+            inputs.push(name.to_string());
+        }
+        let text = json!({
+            "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+            "inputs": [decl("x", json!(dims))],
+            "constants": decls,
+            "nodes": [{"op": "batch_norm", "inputs": inputs, "outputs": ["y"],
+                       "attrs": {"epsilon": 1e-3}}],
+            "outputs": [decl("y", json!(dims))]
+        })
+        .to_string();
+        let g = load_graph(&text, &constants).unwrap();
+        let x = exec_support::tensor(&dims, 50 + ci as u64);
+        let want = f32s(&run(&g, &constants, std::slice::from_ref(&x)).unwrap()[0].data);
+        let got = &exec_all(&g, &constants, &[x])[0];
+        assert_eq!(got, &want, "case {ci}");
+    }
+}
+
+#[test]
+fn matmul_of_two_activations_matches_the_interpreter_within_a_k_bound() {
+    // Batched (rank 3 and 4) with each transpose combination, and K across the
+    // GEMM's K block; both operands are graph inputs, so no weight is packed.
+    for (ci, (batch, m, k, n, ta, tb)) in [
+        (vec![3], 5, 7, 4, false, false),
+        (vec![2], 9, 300, 17, true, false),
+        (vec![2, 2], 4, 6, 20, false, true),
+        (vec![1], 1, 33, 8, true, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dims = |r: usize, c: usize, t: bool| {
+            let mut d = batch.clone();
+            d.extend(if t { [c, r] } else { [r, c] });
+            d
+        };
+        let (a_dims, b_dims) = (dims(m, k, ta), dims(k, n, tb));
+        let mut y_dims = batch.clone();
+        y_dims.extend([m, n]);
+        let text = json!({
+            "format": "rml-graph", "version": 1,
+            "inputs": [decl("a", json!(a_dims)), decl("b", json!(b_dims))],
+            "nodes": [{"op": "matmul", "inputs": ["a", "b"], "outputs": ["y"],
+                       "attrs": {"transpose_a": ta, "transpose_b": tb}}],
+            "outputs": [decl("y", json!(y_dims))]
+        })
+        .to_string();
+        let constants = MemoryConstants::new();
+        let g = load_graph(&text, &constants).unwrap();
+        let a = exec_support::tensor(&a_dims, 60 + ci as u64);
+        let b = exec_support::tensor(&b_dims, 70 + ci as u64);
+        let inputs = [a, b];
+        let want = f32s(&run(&g, &constants, &inputs).unwrap()[0].data);
+        let got = &exec_all(&g, &constants, &inputs)[0];
+        // Values are in [-1, 1): |Σ a·b| ≤ K, so the bound is γ_K · K on both sides.
+        let gamma = k as f64 * UNIT_ROUNDOFF / (1.0 - k as f64 * UNIT_ROUNDOFF);
+        let tol = BOTH_SIDES * gamma * k as f64 + f64::from(f32::EPSILON);
+        assert_eq!(got.len(), want.len(), "case {ci}");
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let err = f64::from((g - w).abs());
+            assert!(
+                err <= tol,
+                "case {ci} element {i}: {g} vs {w} (bound {tol})"
+            );
+        }
+    }
+}

@@ -3,26 +3,32 @@
 //! run), and runs the steps over one reused arena. After the first run with given
 //! shapes, a run on one thread allocates nothing on the heap as long as every step
 //! is fused, linear (packed GEMM, scratch sized at compile time), an alias, or an
-//! f32 node that is one rml-kernels row kernel (last-axis layer/RMS norm, softmax)
-//! or one rml-core call writing into the arena (convolution, pooling, other norms,
-//! reductions, matmul); data
-//! movement, attention and integer ops copy through the reference interpreter and
-//! allocate.
+//! f32 node that is one rml-kernels row kernel (last-axis layer/RMS norm, softmax),
+//! a `conv2d` as im2col + GEMM or a `matmul` of two activations on the GEMM
+//! (per-thread buffers, grown once), a `max_pool2d` or `batch_norm` on slices, or one
+//! rml-core call writing into the arena (other pooling and
+//! convolutions, other norms, reductions, matmul); data movement, attention and
+//! integer ops copy through the reference interpreter and allocate.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use rml_core::ops::conv::Conv2dParams;
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
+use super::batch_norm::{ChannelParams, batch_norm};
+use super::batched_matmul::matmul;
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
+use super::conv::Conv2d;
 use super::error::{GraphError, Site};
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
 use super::interp::float::fill;
 use super::interp::{In, run_node};
 use super::ir::{Graph, ValueId};
-use super::op::Op;
+use super::max_pool::max_pool2d;
+use super::op::{Op, PoolKind};
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
 use super::steps::{Step, StepKind, build_steps};
@@ -520,6 +526,60 @@ impl Ctx<'_> {
         let [o, ..] = io.outs;
         let shape = self.plan.shapes[out];
         let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
+        if let Op::Conv2d(p) = &node.op
+            && self.conv2d(p, &views, words, shape)
+        {
+            return Some(Ok(()));
+        }
+        if let Op::MatMul {
+            transpose_a,
+            transpose_b,
+        } = node.op
+            && let (Some(Some(a)), Some(Some(b))) = (views.first(), views.get(1))
+            && let (Ok(a_data), Ok(b_data)) = (a.as_slice(), b.as_slice())
+            && matmul(
+                (a_data, a.shape().dims()),
+                (b_data, b.shape().dims()),
+                [transpose_a, transpose_b],
+                words,
+            )
+        {
+            return Some(Ok(()));
+        }
+        if let Op::BatchNorm { epsilon } = node.op
+            && let Some(Some(x)) = views.first()
+            && let Ok(xs) = x.as_slice()
+            && let (Some(mean), Some(var), Some(weight), Some(bias)) = (
+                vector(&views, 1),
+                vector(&views, 2),
+                vector(&views, 3),
+                vector(&views, 4),
+            )
+            && let (Some(mean), Some(var)) = (mean, var)
+        {
+            let params = ChannelParams {
+                mean,
+                var,
+                weight,
+                bias,
+            };
+            if batch_norm(xs, x.shape().dims(), &params, epsilon, words) {
+                return Some(Ok(()));
+            }
+        }
+        if let (
+            Op::Pool2d {
+                kind: PoolKind::Max,
+                params,
+            },
+            Some(Some(x)),
+            &[_, _, oh, ow],
+        ) = (&node.op, views.first(), shape.dims())
+            && let (Ok(xs), Ok(dims)) = (x.as_slice(), x.shape().dims().try_into())
+            && max_pool2d(params, xs, dims, words, [oh, ow])
+        {
+            return Some(Ok(()));
+        }
         let result = match row_kernel(&node.op, &views, words) {
             Some(done) => done,
             None => {
@@ -533,6 +593,48 @@ impl Ctx<'_> {
         }))
     }
 
+    /// Runs an f32 `conv2d` as im2col + GEMM ([`Conv2d`]) into `out`; `false` (nothing
+    /// written) when the operands are not plain 4-D tensors that fit `p`, leaving
+    /// the node to rml-core, which reports what is wrong.
+    fn conv2d(
+        &self,
+        p: &Conv2dParams,
+        views: &[Option<TensorView<'_, f32>>],
+        out: &mut [f32],
+        shape: Shape,
+    ) -> bool {
+        let dims4 = |v: &TensorView<'_, f32>| <[usize; 4]>::try_from(v.shape().dims()).ok();
+        let operand = |i: usize| {
+            let v = views.get(i)?.as_ref()?;
+            Some((v.as_slice().ok()?, dims4(v)?))
+        };
+        let (Some(x), Some(w), Ok(out_dims)) = (operand(0), operand(1), shape.dims().try_into())
+        else {
+            return false;
+        };
+        let bias = match views.get(2) {
+            Some(Some(b)) => match b.as_slice() {
+                Ok(b) => Some(b),
+                Err(_) => return false,
+            },
+            _ => None,
+        };
+        let conv = Conv2d {
+            x,
+            w,
+            bias,
+            out: out_dims,
+        };
+        if !conv.fits(p, out.len()) {
+            return false;
+        }
+        let [_, co, _, _] = out_dims;
+        let work = out.len().saturating_mul(w.0.len() / co.max(1));
+        let chunks = self.chunks(co / p.groups, work);
+        conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
+        true
+    }
+
     /// An arena-held input's elements.
     fn data<'w>(&self, v: ValueId, words: &'w [u64]) -> Data<'w> {
         let n = self.plan.shapes[v].numel();
@@ -540,6 +642,16 @@ impl Ctx<'_> {
             DType::Bool => Data::Bool(&bytemuck::cast_slice::<u64, u8>(words)[..n]),
             _ => Data::F32(&bytemuck::cast_slice::<u64, f32>(words)[..n]),
         }
+    }
+}
+
+/// Operand `i` of a node as a 1-D slice: `Some(None)` when absent, `None` when it is
+/// not a contiguous rank-1 tensor.
+fn vector<'v>(views: &[Option<TensorView<'v, f32>>], i: usize) -> Option<Option<&'v [f32]>> {
+    match views.get(i) {
+        Some(Some(v)) if v.shape().rank() == 1 => v.as_slice().ok().map(Some),
+        Some(Some(_)) => None,
+        _ => Some(None),
     }
 }
 

@@ -46,8 +46,12 @@ pub mod bind;
 pub mod interp;
 
 pub mod arena;
+mod batch_norm;
+mod batched_matmul;
+mod conv;
 pub mod exec;
 pub mod fuse;
+mod max_pool;
 pub mod passes;
 pub mod plan;
 pub mod steps;
