@@ -53,13 +53,18 @@ def main():
     q = (np.expm1(r) - r) / r**2
     report("EXP_Q", lawson(r, q, r**2 / np.exp(r), 4), r, q, r**2 / np.exp(r))
 
-    # log(m) = 2s + s^3 R(s^2), s = (m-1)/(m+1), m in [sqrt(1/2), sqrt(2)).
-    smax = (math.sqrt(2) - 1) / (math.sqrt(2) + 1)
-    s = cheb_grid(1e-4, smax)
-    u = s * s
-    rr = (2 * np.arctanh(s) - 2 * s) / s**3
-    w = s**3 / (2 * np.arctanh(s))
-    report("LOG_R", lawson(u, rr, w, 3), u, rr, w)
+    # log(1+f) = f - f^2/2 + f^3 P(f), f = m - 1, m in [sqrt(1/2), sqrt(2));
+    # relative error of log(1+f).
+    lo, hi = math.sqrt(0.5) - 1, math.sqrt(2) - 1
+    f = np.concatenate([cheb_grid(lo, -1e-4, 4001), cheb_grid(1e-4, hi, 4001)])
+    p = (np.log1p(f) - f + f * f / 2) / f**3
+    w = np.abs(f**3 / np.log1p(f))
+    report("LOG_P", lawson(f, p, w, 7), f, p, w)
+
+    # 1/(1+t) = 1 - t R(t), t in [0, 1] (softplus' log1p correction; 1% is plenty).
+    t = cheb_grid(0.0, 1.0)
+    rr = (1 - 1 / (1 + t)) / np.maximum(t, 1e-12)
+    report("RECIP_1P", lawson(t, rr, np.ones_like(t), 2), t, rr, np.ones_like(t))
 
     # tanh(x) = x + x^3 P(x^2) for |x| <= TANH_SMALL = 0.55; relative error.
     x = cheb_grid(1e-4, 0.55)
@@ -73,6 +78,13 @@ def main():
     u = x * x
     qq = np.vectorize(math.erf)(x) / x
     report("ERF_Q", lawson(u, qq, np.ones_like(u) / qq, 7), u, qq, np.ones_like(u) / qq)
+
+    # erfc(x) = exp(-x^2) H(x - 0.875) for 0.875 <= x <= 4 (erf only); the error
+    # weighted as its effect on erf = 1 - erfc.
+    x = cheb_grid(0.875, 4.0)
+    h = erfc(x) * np.exp(x * x)
+    w = erfc(x) / np.vectorize(math.erf)(x) / h
+    report("ERF_H", lawson(x - 0.875, h, w, 8), x - 0.875, h, w)
 
     # erfc(x) = exp(-x^2) G(t), t = 1/(1 + x/2), for 0.875 <= x <= 10; relative
     # error of erfc (so 1 - erfc and the GELU tail are both accurate).
