@@ -55,13 +55,13 @@ use crate::simd::{Simd, clamp};
 
 /// Max error of [`exp`] in ULP (normal results; measured 0.98).
 pub const EXP_MAX_ULP: f64 = 1.5;
-/// Max error of [`log`] in ULP (measured 1.86).
+/// Max error of [`log`] in ULP (measured 0.89).
 pub const LOG_MAX_ULP: f64 = 2.5;
 /// Max error of [`tanh`] in ULP (measured 1.39).
 pub const TANH_MAX_ULP: f64 = 2.0;
 /// Max error of [`sigmoid`] in ULP (normal results; measured 2.52).
 pub const SIGMOID_MAX_ULP: f64 = 3.0;
-/// Max error of [`erf`] in ULP (measured 2.44).
+/// Max error of [`erf`] in ULP (measured 2.44, in the `|x| < 0.875` branch).
 pub const ERF_MAX_ULP: f64 = 3.0;
 /// Max error of [`gelu`] (erf form) in ULP (normal results; measured 6.39).
 pub const GELU_MAX_ULP: f64 = 8.0;
@@ -76,7 +76,7 @@ pub const GELU_TANH_TAIL_X: f32 = -3.0;
 pub const GELU_TANH_TAIL_MAX_ULP: f64 = 256.0;
 /// Max error of [`silu`] in ULP (normal results; measured 2.97).
 pub const SILU_MAX_ULP: f64 = 4.0;
-/// Max error of [`softplus`] in ULP (normal results; measured 3.41).
+/// Max error of [`softplus`] in ULP (normal results; measured 1.89).
 pub const SOFTPLUS_MAX_ULP: f64 = 4.0;
 /// Max absolute error where a result is subnormal (measured 1.1e-43 for
 /// [`gelu_tanh`], at most 1e-44 for the others).
