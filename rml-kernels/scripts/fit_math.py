@@ -53,13 +53,13 @@ def main():
     q = (np.expm1(r) - r) / r**2
     report("EXP_Q", lawson(r, q, r**2 / np.exp(r), 4), r, q, r**2 / np.exp(r))
 
-    # log(1+f) = f - f^2/2 + f^3 P(f), f = m - 1, m in [sqrt(1/2), sqrt(2));
-    # relative error of log(1+f).
-    lo, hi = math.sqrt(0.5) - 1, math.sqrt(2) - 1
-    f = np.concatenate([cheb_grid(lo, -1e-4, 4001), cheb_grid(1e-4, hi, 4001)])
-    p = (np.log1p(f) - f + f * f / 2) / f**3
-    w = np.abs(f**3 / np.log1p(f))
-    report("LOG_P", lawson(f, p, w, 7), f, p, w)
+    # log(m) = 2s + s^3 R(s^2), s = (m-1)/(m+1), m in [sqrt(1/2), sqrt(2)).
+    smax = (math.sqrt(2) - 1) / (math.sqrt(2) + 1)
+    s = cheb_grid(1e-4, smax)
+    u = s * s
+    rr = (2 * np.arctanh(s) - 2 * s) / s**3
+    w = s**3 / (2 * np.arctanh(s))
+    report("LOG_R", lawson(u, rr, w, 3), u, rr, w)
 
     # 1/(1+t) = 1 - t R(t), t in [0, 1] (softplus' log1p correction; 1% is plenty).
     t = cheb_grid(0.0, 1.0)
