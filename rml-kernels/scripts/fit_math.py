@@ -61,6 +61,11 @@ def main():
     w = s**3 / (2 * np.arctanh(s))
     report("LOG_R", lawson(u, rr, w, 3), u, rr, w)
 
+    # 1/(1+t) = 1 - t R(t), t in [0, 1] (softplus' log1p correction; 1% is plenty).
+    t = cheb_grid(0.0, 1.0)
+    rr = (1 - 1 / (1 + t)) / np.maximum(t, 1e-12)
+    report("RECIP_1P", lawson(t, rr, np.ones_like(t), 2), t, rr, np.ones_like(t))
+
     # tanh(x) = x + x^3 P(x^2) for |x| <= TANH_SMALL = 0.55; relative error.
     x = cheb_grid(1e-4, 0.55)
     u = x * x
@@ -73,6 +78,13 @@ def main():
     u = x * x
     qq = np.vectorize(math.erf)(x) / x
     report("ERF_Q", lawson(u, qq, np.ones_like(u) / qq, 7), u, qq, np.ones_like(u) / qq)
+
+    # erfc(x) = exp(-x^2) H(x - 0.875) for 0.875 <= x <= 4 (erf only); the error
+    # weighted as its effect on erf = 1 - erfc.
+    x = cheb_grid(0.875, 4.0)
+    h = erfc(x) * np.exp(x * x)
+    w = erfc(x) / np.vectorize(math.erf)(x) / h
+    report("ERF_H", lawson(x - 0.875, h, w, 8), x - 0.875, h, w)
 
     # erfc(x) = exp(-x^2) G(t), t = 1/(1 + x/2), for 0.875 <= x <= 10; relative
     # error of erfc (so 1 - erfc and the GELU tail are both accurate).

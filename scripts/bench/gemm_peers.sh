@@ -13,11 +13,21 @@
 #   PYTHON=/path/to/python (with numpy); default: a scratch venv in $SCRATCH/venv.
 #   RML_BENCH_CLOCK=cpu   # divide by thread CPU time instead of wall time
 #   ONLY=512x512          # only the Rust side, only shapes containing this text
+#   THREADS=2             # two threads: rml split in halves on a 2-thread rayon pool
+#                         # (rows for M > 64, else columns; one thread under 2^19
+#                         # multiply-adds), the gemm crate on
+#                         # Rayon(2), matrixmultiply with MATMUL_NUM_THREADS=2,
+#                         # OpenBLAS with OPENBLAS_NUM_THREADS=2. Read the wall clock
+#                         # for speed; the cpu clock then divides by *process* CPU
+#                         # time (all threads): flop per CPU-second, an efficiency
+#                         # (spinning counts against, a second thread left idle
+#                         # does not).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 scratch="${SCRATCH:-/tmp/rml-gemm-peers}"
 rounds="${ROUNDS:-7}"
+threads="${THREADS:-1}"
 mkdir -p "$scratch/src"
 
 cat > "$scratch/Cargo.toml" <<TOML
@@ -32,8 +42,9 @@ publish = false
 [dependencies]
 rml-kernels = { path = "$root/rml-kernels" }
 half = "2"
-gemm = { version = "0.18", default-features = false, features = ["std"] }
-matrixmultiply = "0.3"
+gemm = { version = "0.18", default-features = false, features = ["std", "rayon"] }
+matrixmultiply = { version = "0.3", features = ["threading"] }
+rayon = "1"
 libc = "0.2"
 
 [profile.release]
@@ -59,12 +70,52 @@ fn data(len: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-/// CPU time of this thread, in seconds.
+fn threads() -> usize {
+    std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
+}
+
+/// CPU time of this thread (one thread) or of the whole process (two threads), in
+/// seconds.
 fn cpu_now() -> f64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let t = threads();
+    let clock = if t > 1 { libc::CLOCK_PROCESS_CPUTIME_ID } else { libc::CLOCK_THREAD_CPUTIME_ID };
     // SAFETY: `ts` is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// rml's f32 GEMM of row-major operands on `threads()` threads: two halves of C's
+/// rows (M > 64) or columns (the second column half goes to `c2`, so each thread
+/// packs only its half of B) on the pool; products under 2^19 multiply-adds stay on
+/// one thread (a wake-up costs more than they take).
+#[allow(clippy::too_many_arguments)]
+fn rml_gemm(pool: &rayon::ThreadPool, m: usize, k: usize, n: usize, a: &[f32], b: &[f32],
+            c: &mut [f32], c2: &mut [f32], s: &mut [Vec<f32>; 2]) {
+    let one = |a: &[f32], m: usize, bv: rml::MatRef<'_, f32>, c: rml::MatMut<'_>, s: &mut [f32]| {
+        let av = rml::MatRef::row_major(a, m, k).unwrap();
+        rml::gemm(1.0, av, bv, 0.0, c, s).unwrap();
+    };
+    let bfull = rml::MatRef::row_major(b, k, n).unwrap();
+    if threads() == 1 || m * k * n < 1 << 19 {
+        return one(a, m, bfull, rml::MatMut::row_major(c, m, n).unwrap(), &mut s[0]);
+    }
+    let [s0, s1] = s;
+    if m > 64 {
+        let m0 = m / 2;
+        let (c0, c1) = c.split_at_mut(m0 * n);
+        let (a0, a1) = a.split_at(m0 * k);
+        pool.install(|| rayon::join(
+            || one(a0, m0, bfull, rml::MatMut::row_major(c0, m0, n).unwrap(), s0),
+            || one(a1, m - m0, bfull, rml::MatMut::row_major(c1, m - m0, n).unwrap(), s1)));
+    } else {
+        let n0 = (n / 2).next_multiple_of(16);
+        pool.install(|| rayon::join(
+            || one(a, m, bfull.sub(0..k, 0..n0).unwrap(),
+                   rml::MatMut::new(c, m, n0, n, 1).unwrap(), s0),
+            || one(a, m, bfull.sub(0..k, n0..n).unwrap(),
+                   rml::MatMut::row_major(&mut c2[..m * (n - n0)], m, n - n0).unwrap(), s1)));
+    }
 }
 
 /// Seconds per call: repeats `f` until at least 20 ms have passed. With
@@ -106,22 +157,26 @@ fn main() {
         let a = data(m * k, 1);
         let b = data(k * n, 2);
         let mut c = vec![0.0f32; m * n];
-        let mut scratch = vec![0.0f32; rml::gemm_scratch_len(m, n, k)];
+        let mut c2 = vec![0.0f32; m * n];
+        let mut scratch = [
+            vec![0.0f32; rml::gemm_scratch_len(m, n, k)],
+            vec![0.0f32; rml::gemm_scratch_len(m, n, k)],
+        ];
+        let t = threads();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
+        let par = if t > 1 { gemm::Parallelism::Rayon(t) } else { gemm::Parallelism::None };
         let flop = 2.0 * (m * k * n) as f64;
         let names = ["rml", "gemm", "matrixmultiply"];
         let mut res: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
         for _ in 0..rounds {
             res[0].push(flop / 1e9 / time(|| {
-                let av = rml::MatRef::row_major(&a, m, k).unwrap();
-                let bv = rml::MatRef::row_major(&b, k, n).unwrap();
-                let cv = rml::MatMut::row_major(&mut c, m, n).unwrap();
-                rml::gemm(1.0, av, bv, 0.0, cv, &mut scratch).unwrap();
+                rml_gemm(&pool, m, k, n, &a, &b, &mut c, &mut c2, &mut scratch)
             }));
             res[1].push(flop / 1e9 / time(|| unsafe {
                 // SAFETY: dense row-major buffers of the stated shapes.
                 gemm::gemm(m, n, k, c.as_mut_ptr(), 1, n as isize, false, a.as_ptr(), 1,
                     k as isize, b.as_ptr(), 1, n as isize, 0.0f32, 1.0f32, false, false, false,
-                    gemm::Parallelism::None);
+                    par);
             }));
             res[2].push(flop / 1e9 / time(|| unsafe {
                 // SAFETY: dense row-major buffers of the stated shapes.
@@ -134,7 +189,7 @@ fn main() {
             println!("gemm {m}x{k}x{n} {name} {med:.1} {lo:.1} {hi:.1}");
         }
     }
-    if !"gemv".contains(&only) {
+    if !"gemv".contains(&only) || threads() > 1 {
         return;
     }
     // Decode GEMV, weights [N, K] (f32 and f16), GB/s of weight bytes.
@@ -182,7 +237,13 @@ shapes = [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (1024
           (2048, 2048, 2048), (1, 4096, 4096), (8, 512, 2048), (64, 512, 2048), (64, 256, 256),
           (512, 2048, 2048)]
 
-clock = time.thread_time if os.environ.get("RML_BENCH_CLOCK") == "cpu" else time.perf_counter
+threads = int(os.environ.get("THREADS", "1"))
+if os.environ.get("RML_BENCH_CLOCK") != "cpu":
+    clock = time.perf_counter
+elif threads == 1:
+    clock = time.thread_time
+else:  # process CPU time (all threads), as the Rust side
+    clock = time.process_time
 
 def timeit(f):
     f()
@@ -198,6 +259,8 @@ for m, k, n in shapes:
     c = np.empty((m, n), dtype=np.float32)
     r = sorted(2 * m * k * n / 1e9 / timeit(lambda: np.matmul(a, b, out=c)) for _ in range(rounds))
     print(f"gemm {m}x{k}x{n} numpy {r[len(r)//2]:.1f} {r[0]:.1f} {r[-1]:.1f}")
+if threads > 1:
+    sys.exit(0)
 x = rng.random((1, 4096), dtype=np.float32)
 for dt, name in [(np.float32, "numpy_f32_nk"), (np.float16, "numpy_f16_nk")]:
     w = (rng.random((4096, 4096), dtype=np.float32) - 0.5).astype(dt)
@@ -219,8 +282,10 @@ if [ -z "$python" ]; then
 fi
 
 (cd "$scratch" && cargo build --release -q)
-echo "# $(date -u +%FT%TZ) rounds=$rounds clock=${RML_BENCH_CLOCK:-wall}, single thread; columns: kind shape impl median min max"
+echo "# $(date -u +%FT%TZ) rounds=$rounds clock=${RML_BENCH_CLOCK:-wall}, threads=$threads; columns: kind shape impl median min max"
 echo "# (GFLOP/s for gemm, GB/s of weight bytes for gemv)"
-"$scratch/target/release/rml-gemm-peers" "$rounds" "${ONLY:-}"
+THREADS="$threads" MATMUL_NUM_THREADS="$threads" \
+  "$scratch/target/release/rml-gemm-peers" "$rounds" "${ONLY:-}"
 [ -n "${ONLY:-}" ] && exit 0
-OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$python" "$scratch/numpy_peer.py" "$rounds"
+THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads" \
+  "$python" "$scratch/numpy_peer.py" "$rounds"

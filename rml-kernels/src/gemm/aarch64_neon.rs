@@ -11,6 +11,8 @@ use super::NR;
 use super::gemv::{KnSpec, NkSpec};
 use super::tile::TileSpec;
 use crate::isa::Isa;
+use crate::simd::Simd;
+use crate::simd::neon::F32x4;
 
 /// Proof that NEON is available (always true on aarch64 targets with `neon`).
 #[derive(Clone, Copy, Debug)]
@@ -42,43 +44,58 @@ impl Neon {
         }
     }
 
-    /// f32 GEMV over [N, K] weights (contract as `Avx2::gemv_nk`).
-    pub(crate) fn gemv_nk(self, d: &NkSpec, x: &[f32], w: &[f32], y: &mut [f32]) {
+    /// GEMV over [N, K] weights in f32, f16 or bf16 (contract as `Avx2::gemv_nk`):
+    /// four weight rows at a time, one accumulator per row, each x vector loaded once
+    /// per four rows; f16 and bf16 widen in registers (`fcvtl`, shift).
+    pub(crate) fn gemv_nk<W: Load4>(self, d: &NkSpec, x: &[f32], w: &[W], y: &mut [f32]) {
+        const R: usize = 4;
         d.assert_fits(x.len(), w.len(), y.len());
         let k4 = d.k - d.k % 4;
-        for j in 0..d.n {
-            let wr = &w[j * d.rs_w..j * d.rs_w + d.k];
+        let mut j = 0;
+        while j < d.n {
+            let r_here = R.min(d.n - j);
+            // Rows past `n` reuse the last valid row (computed, then discarded).
+            let rows: [&[W]; R] = core::array::from_fn(|r| {
+                let o = (j + r.min(r_here - 1)) * d.rs_w;
+                &w[o..o + d.k]
+            });
             for i in 0..d.m {
                 let xr = &x[i * d.rs_x..i * d.rs_x + d.k];
-                // SAFETY: NEON proven; `p + 4 ≤ k4 ≤ k` elements of both rows are read.
-                let mut s = unsafe {
-                    let mut acc = vdupq_n_f32(0.0);
+                // SAFETY: NEON proven; `p + 4 ≤ k4 ≤ k` elements of x and of each row
+                // (all of length `k`) are read.
+                let mut s: [f32; R] = unsafe {
+                    let mut acc = [vdupq_n_f32(0.0); R];
                     let mut p = 0;
                     while p < k4 {
-                        acc = vfmaq_f32(
-                            acc,
-                            vld1q_f32(xr.as_ptr().add(p)),
-                            vld1q_f32(wr.as_ptr().add(p)),
-                        );
+                        let xv = vld1q_f32(xr.as_ptr().add(p));
+                        for (a, row) in acc.iter_mut().zip(&rows) {
+                            *a = vfmaq_f32(*a, xv, W::load4(row.as_ptr().add(p)));
+                        }
                         p += 4;
                     }
-                    vaddvq_f32(acc)
+                    acc.map(|a| vaddvq_f32(a))
                 };
-                for q in k4..d.k {
-                    s += xr[q] * wr[q];
+                for (sr, row) in s.iter_mut().zip(&rows) {
+                    for q in k4..d.k {
+                        *sr += xr[q] * row[q].to_f32();
+                    }
                 }
-                let v = &mut y[i * d.rs_y + j * d.cs_y];
-                *v = if d.beta == 0.0 {
-                    d.alpha * s
-                } else {
-                    d.alpha * s + d.beta * *v
-                };
+                for (r, sr) in s.iter().enumerate().take(r_here) {
+                    let v = &mut y[i * d.rs_y + (j + r) * d.cs_y];
+                    *v = if d.beta == 0.0 {
+                        d.alpha * sr
+                    } else {
+                        d.alpha * sr + d.beta * *v
+                    };
+                }
             }
+            j += R;
         }
     }
 
-    /// f32 GEMV over [K, N] weights, one column chunk (contract as `Avx2::gemv_kn`).
-    pub(crate) fn gemv_kn(self, d: &KnSpec, x: &[f32], b: &[f32], ybuf: &mut [f32]) {
+    /// GEMV over [K, N] weights in f32, f16 or bf16, one column chunk (contract as
+    /// `Avx2::gemv_kn`).
+    pub(crate) fn gemv_kn<W: Load4>(self, d: &KnSpec, x: &[f32], b: &[W], ybuf: &mut [f32]) {
         d.assert_fits(x.len(), b.len(), ybuf.len());
         let cw4 = d.cw - d.cw % 4;
         for p in 0..d.k {
@@ -93,16 +110,51 @@ impl Neon {
                         let yp = yr.as_mut_ptr().add(j);
                         vst1q_f32(
                             yp,
-                            vfmaq_n_f32(vld1q_f32(yp), vld1q_f32(br.as_ptr().add(j)), a),
+                            vfmaq_n_f32(vld1q_f32(yp), W::load4(br.as_ptr().add(j)), a),
                         );
                         j += 4;
                     }
                 }
                 for j in cw4..d.cw {
-                    yr[j] += a * br[j];
+                    yr[j] += a * br[j].to_f32();
                 }
             }
         }
+    }
+}
+
+/// A weight element that loads 4 at a time as f32.
+pub(crate) trait Load4: super::Weight {
+    /// Loads 4 consecutive values as f32.
+    ///
+    /// # Safety
+    /// 4 values readable at `p`.
+    unsafe fn load4(p: *const Self) -> float32x4_t;
+}
+
+impl Load4 for f32 {
+    #[inline(always)]
+    unsafe fn load4(p: *const f32) -> float32x4_t {
+        // SAFETY: caller contract; NEON is baseline.
+        unsafe { vld1q_f32(p) }
+    }
+}
+
+impl Load4 for half::f16 {
+    #[inline(always)]
+    unsafe fn load4(p: *const half::f16) -> float32x4_t {
+        // SAFETY: caller contract (4 values = 4 u16 readable).
+        let h = unsafe { core::slice::from_raw_parts(p.cast::<u16>(), 4) };
+        F32x4::load_f16(h).into_raw()
+    }
+}
+
+impl Load4 for half::bf16 {
+    #[inline(always)]
+    unsafe fn load4(p: *const half::bf16) -> float32x4_t {
+        // SAFETY: caller contract (4 values = 4 u16 readable).
+        let h = unsafe { core::slice::from_raw_parts(p.cast::<u16>(), 4) };
+        F32x4::load_bf16(h).into_raw()
     }
 }
 

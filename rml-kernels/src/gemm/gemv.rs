@@ -112,30 +112,25 @@ fn kn_scalar<T: Weight>(d: &KnSpec, x: &[f32], b: &[T], ybuf: &mut [f32]) {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-fn nk_avx2<T: Weight>(k: super::x86_avx2::Avx2, d: &NkSpec, x: &[f32], w: &[T], y: &mut [f32]) {
-    match T::DTYPE {
-        D::F16 => k.gemv_nk::<half::f16>(d, x, bytemuck::cast_slice(w), y),
-        D::BF16 => k.gemv_nk::<half::bf16>(d, x, bytemuck::cast_slice(w), y),
-        _ => k.gemv_nk::<f32>(d, x, bytemuck::cast_slice(w), y),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn kn_avx2<T: Weight>(k: super::x86_avx2::Avx2, d: &KnSpec, x: &[f32], b: &[T], y: &mut [f32]) {
-    match T::DTYPE {
-        D::F16 => k.gemv_kn::<half::f16>(d, x, bytemuck::cast_slice(b), y),
-        D::BF16 => k.gemv_kn::<half::bf16>(d, x, bytemuck::cast_slice(b), y),
-        _ => k.gemv_kn::<f32>(d, x, bytemuck::cast_slice(b), y),
-    }
+/// Calls `$k.$method::<W>(d, x, w, y)` with `W` the concrete weight type behind `T`
+/// (the SIMD kernels are generic over their own load traits, not over `Weight`).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+macro_rules! by_weight {
+    ($T:ty, $k:expr, $method:ident, $d:expr, $x:expr, $w:expr, $y:expr) => {
+        match <$T>::DTYPE {
+            D::F16 => $k.$method::<half::f16>($d, $x, bytemuck::cast_slice($w), $y),
+            D::BF16 => $k.$method::<half::bf16>($d, $x, bytemuck::cast_slice($w), $y),
+            _ => $k.$method::<f32>($d, $x, bytemuck::cast_slice($w), $y),
+        }
+    };
 }
 
 fn nk_call<T: Weight>(kern: Kernel, d: &NkSpec, x: &[f32], w: &[T], y: &mut [f32]) {
     match kern {
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2(k) => nk_avx2(k, d, x, w, y),
+        Kernel::Avx2(k) => by_weight!(T, k, gemv_nk, d, x, w, y),
         #[cfg(target_arch = "aarch64")]
-        Kernel::Neon(k) if T::DTYPE == D::F32 => k.gemv_nk(d, x, bytemuck::cast_slice(w), y),
+        Kernel::Neon(k) => by_weight!(T, k, gemv_nk, d, x, w, y),
         _ => nk_scalar(d, x, w, y),
     }
 }
@@ -143,9 +138,9 @@ fn nk_call<T: Weight>(kern: Kernel, d: &NkSpec, x: &[f32], w: &[T], y: &mut [f32
 fn kn_call<T: Weight>(kern: Kernel, d: &KnSpec, x: &[f32], b: &[T], y: &mut [f32]) {
     match kern {
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2(k) => kn_avx2(k, d, x, b, y),
+        Kernel::Avx2(k) => by_weight!(T, k, gemv_kn, d, x, b, y),
         #[cfg(target_arch = "aarch64")]
-        Kernel::Neon(k) if T::DTYPE == D::F32 => k.gemv_kn(d, x, bytemuck::cast_slice(b), y),
+        Kernel::Neon(k) => by_weight!(T, k, gemv_kn, d, x, b, y),
         _ => kn_scalar(d, x, b, y),
     }
 }

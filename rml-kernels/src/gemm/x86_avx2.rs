@@ -2,7 +2,9 @@
 //!
 //! Every kernel is an `unsafe` `#[target_feature]` function over raw pointers, called
 //! only through a safe method of [`Avx2`], a token that exists only when the CPU
-//! supports AVX2, FMA and F16C; the safe methods check every extent first.
+//! supports AVX2, FMA and F16C; the safe methods check every extent first. Under Miri,
+//! which implements no F16C intrinsics, the kernels are compiled without F16C and f16
+//! weights are widened in software (`Load8 for f16`), so Miri checks the same loops.
 //!
 //! The GEMM micro-kernel keeps a `MR × 16` tile (`MR ≤ 6`) in `2·MR` ymm
 //! accumulators: per K step it loads two B vectors, broadcasts `MR` A values and issues
@@ -221,14 +223,12 @@ unsafe fn tile_mr<const M: usize, const PACKED: bool>(
 
 /// # Safety
 /// F16C available; `src[..n]` readable, `dst[..n]` writable, `n % 8 == 0`.
-#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
+#[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
 unsafe fn f16_to_f32_8(src: *const half::f16, dst: *mut f32, n: usize) {
     for i in (0..n).step_by(8) {
         // SAFETY: `i + 8 ≤ n` (caller contract).
-        unsafe {
-            let h = _mm_loadu_si128(src.add(i) as *const __m128i);
-            _mm256_storeu_ps(dst.add(i), _mm256_cvtph_ps(h));
-        }
+        unsafe { _mm256_storeu_ps(dst.add(i), <half::f16 as Load8>::load8(src.add(i))) };
     }
 }
 
@@ -252,8 +252,18 @@ impl Load8 for f32 {
 impl Load8 for half::f16 {
     #[inline(always)]
     unsafe fn load8(p: *const half::f16) -> __m256 {
+        #[cfg(not(miri))]
         // SAFETY: caller contract (F16C available, 16 bytes readable).
-        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
+        unsafe {
+            _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+        }
+        #[cfg(miri)]
+        // Miri implements no F16C intrinsics: convert lane by lane as `half` does.
+        // SAFETY: caller contract (8 values readable at `p`, AVX available).
+        unsafe {
+            let f: [f32; 8] = core::array::from_fn(|i| (*p.add(i)).to_f32());
+            _mm256_loadu_ps(f.as_ptr())
+        }
     }
 }
 
@@ -283,7 +293,8 @@ fn hsum(v: __m256) -> f32 {
 ///
 /// # Safety
 /// AVX2+FMA+F16C available; extents checked by `NkSpec::assert_fits`, `d.m == M`.
-#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
+#[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
 unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
     d: &super::gemv::NkSpec,
     x: *const f32,
@@ -345,7 +356,8 @@ unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
 ///
 /// # Safety
 /// AVX2+FMA+F16C available; extents checked by `KnSpec::assert_fits`, `d.m == M`.
-#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
+#[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
 unsafe fn kn_chunk_m<W: Load8, const M: usize>(
     d: &super::gemv::KnSpec,
     x: *const f32,
@@ -421,7 +433,8 @@ unsafe fn kn_chunk_m<W: Load8, const M: usize>(
 ///
 /// # Safety
 /// As for [`kn_chunk_m`] with `M = d.m ≤ 8`.
-#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
+#[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
 unsafe fn kn_chunk<W: Load8>(d: &super::gemv::KnSpec, x: *const f32, b: *const W, yb: *mut f32) {
     // SAFETY: forwarded caller contract; `d.m` selects the matching `M`.
     unsafe {

@@ -15,6 +15,14 @@ use super::Simd;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct F32x4(float32x4_t);
 
+impl F32x4 {
+    /// The q register, for kernels outside this module (the GEMV weight loads).
+    #[inline(always)]
+    pub(crate) fn into_raw(self) -> float32x4_t {
+        self.0
+    }
+}
+
 impl Simd for F32x4 {
     const LANES: usize = 4;
     type Mask = uint32x4_t;
