@@ -35,7 +35,8 @@ impl ChatCommand {
     }
 }
 
-/// Set while a reply is being generated: Ctrl-C then cancels it.
+/// Set from the moment a user line is accepted until its reply ends: Ctrl-C then
+/// cancels the reply (even one still being prepared) instead of ending the program.
 static GENERATING: AtomicBool = AtomicBool::new(false);
 /// Set by Ctrl-C during a reply; the reply's text callback sees it and stops.
 static CANCEL: AtomicBool = AtomicBool::new(false);
@@ -51,6 +52,22 @@ fn install_interrupt_handler() -> Result<(), String> {
         }
     })
     .map_err(|e| format!("installing the Ctrl-C handler: {e}"))
+}
+
+/// Runs one turn with Ctrl-C armed to cancel it: a Ctrl-C between Enter and the
+/// first reply token cancels the reply rather than killing the program.
+fn turn_interruptibly(
+    state: &mut Chat<'_>,
+    line: &str,
+    session: &mut Session<'_>,
+    sampler: &mut Sampler,
+    out: &mut impl Write,
+) -> Result<bool, String> {
+    CANCEL.store(false, Ordering::SeqCst);
+    GENERATING.store(true, Ordering::SeqCst);
+    let result = state.turn(line, session, sampler, out);
+    GENERATING.store(false, Ordering::SeqCst);
+    result
 }
 
 const HELP: &str = "commands: /help, /reset (forget the conversation), /system TEXT (set the \
@@ -121,11 +138,9 @@ impl Chat<'_> {
                 out: &mut *out,
                 copy: &mut reply,
             };
-            GENERATING.store(true, Ordering::SeqCst);
             let result = self
                 .runner
                 .stream(session, sampler, &ids, &mut tee, Some(&CANCEL));
-            GENERATING.store(false, Ordering::SeqCst);
             CANCEL.store(false, Ordering::SeqCst);
             result
         };
@@ -245,25 +260,28 @@ fn chat(
                 eprintln!("unknown command {command}; /help lists them");
             }
             _ if line.trim().is_empty() => {}
-            _ => match state.turn(&line, &mut session, &mut sampler, &mut stdout) {
-                Ok(true) => {
-                    if let (true, Some(g)) = (interactive, &state.last) {
-                        let s = g.stats;
-                        let cut = if g.reason == StopReason::Cancelled {
-                            ", stopped"
-                        } else {
-                            ""
-                        };
-                        eprintln!(
-                            "[{} tokens, {:.1} tok/s{cut}]",
-                            s.generated_tokens,
-                            s.decode_tokens_per_second()
-                        );
+            _ => {
+                match turn_interruptibly(&mut state, &line, &mut session, &mut sampler, &mut stdout)
+                {
+                    Ok(true) => {
+                        if let (true, Some(g)) = (interactive, &state.last) {
+                            let s = g.stats;
+                            let cut = if g.reason == StopReason::Cancelled {
+                                ", stopped"
+                            } else {
+                                ""
+                            };
+                            eprintln!(
+                                "[{} tokens, {:.1} tok/s{cut}]",
+                                s.generated_tokens,
+                                s.decode_tokens_per_second()
+                            );
+                        }
                     }
+                    Ok(false) => break,
+                    Err(e) => eprintln!("rml-llm: error: {e}"),
                 }
-                Ok(false) => break,
-                Err(e) => eprintln!("rml-llm: error: {e}"),
-            },
+            }
         }
     }
     input.save()
