@@ -344,63 +344,62 @@ fn llm_calls_reject_bad_arguments() {
             RmlStatus::InvalidArgument,
             "empty",
         );
-        let nan = RmlGenerateOptions {
-            temperature: f32::NAN,
-            ..defaults
-        };
-        fails(
-            generate(&[1, 2], &nan),
-            RmlStatus::InvalidArgument,
-            "temperature",
-        );
-        let top_p = RmlGenerateOptions {
-            top_p: 0.0,
-            ..defaults
-        };
-        fails(
-            generate(&[1, 2], &top_p),
-            RmlStatus::InvalidArgument,
-            "top_p",
-        );
-        let huge = RmlGenerateOptions {
-            context: usize::MAX,
-            ..defaults
-        };
-        fails(
-            generate(&[1, 2], &huge),
-            RmlStatus::InvalidArgument,
-            "context",
-        );
-        let tight = RmlGenerateOptions {
-            context: 1,
-            ..defaults
-        };
-        fails(
-            generate(&[1, 2], &tight),
-            RmlStatus::InvalidArgument,
-            "positions",
-        );
         let bad: [*const c_char; 1] = [NOT_UTF8.as_ptr()];
-        let strings = RmlGenerateOptions {
-            stop_strings: bad.as_ptr(),
-            n_stop_strings: 1,
-            ..defaults
-        };
-        fails(
-            generate(&[1, 2], &strings),
-            RmlStatus::InvalidUtf8,
-            "stop_strings[0]",
-        );
-        let nulls = RmlGenerateOptions {
-            stop_strings: null(),
-            n_stop_strings: 1,
-            ..defaults
-        };
-        fails(
-            generate(&[1, 2], &nulls),
-            RmlStatus::NullPointer,
-            "stop_strings",
-        );
+        let option_cases = [
+            (
+                RmlGenerateOptions {
+                    temperature: f32::NAN,
+                    ..defaults
+                },
+                RmlStatus::InvalidArgument,
+                "temperature",
+            ),
+            (
+                RmlGenerateOptions {
+                    top_p: 0.0,
+                    ..defaults
+                },
+                RmlStatus::InvalidArgument,
+                "top_p",
+            ),
+            (
+                RmlGenerateOptions {
+                    context: usize::MAX,
+                    ..defaults
+                },
+                RmlStatus::InvalidArgument,
+                "context",
+            ),
+            (
+                RmlGenerateOptions {
+                    context: 1,
+                    ..defaults
+                },
+                RmlStatus::InvalidArgument,
+                "positions",
+            ),
+            (
+                RmlGenerateOptions {
+                    stop_strings: bad.as_ptr(),
+                    n_stop_strings: 1,
+                    ..defaults
+                },
+                RmlStatus::InvalidUtf8,
+                "stop_strings[0]",
+            ),
+            (
+                RmlGenerateOptions {
+                    stop_strings: null(),
+                    n_stop_strings: 1,
+                    ..defaults
+                },
+                RmlStatus::NullPointer,
+                "stop_strings",
+            ),
+        ];
+        for (options, status, needle) in &option_cases {
+            fails(generate(&[1, 2], options), *status, needle);
+        }
         fails(
             rml_llm_generate(
                 l,

@@ -11,7 +11,8 @@ use super::normalizer::{parse_pattern, replace_all};
 use super::pattern::Pattern;
 use super::pretokenizer::PrependScheme;
 use super::util::{
-    Result, as_id, bool_or, obj, one_char, opt, opt_str, req_str, tok_err, type_tag, usize_or,
+    Result, as_id, bool_or, obj, one_char, opt, opt_str, req_str, sequence, tok_err, type_tag,
+    usize_or,
 };
 
 /// One decoder of a `tokenizer.json`.
@@ -110,16 +111,7 @@ impl Decoder {
             "BPEDecoder" => Self::Bpe {
                 suffix: opt_str(v, "suffix", path)?.unwrap_or("</w>").to_string(),
             },
-            "Sequence" => {
-                let list = opt(v, "decoders")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| tok_err!("{path}.decoders: expected an array"))?;
-                let mut items = Vec::with_capacity(list.len());
-                for (i, d) in list.iter().enumerate() {
-                    items.push(Self::from_json(d, &format!("{path}.decoders[{i}]"))?);
-                }
-                Self::Sequence(items)
-            }
+            "Sequence" => Self::Sequence(sequence(v, "decoders", path, Self::from_json)?),
             other => return Err(tok_err!("{path}: unsupported decoder type {other:?}")),
         })
     }
@@ -387,16 +379,7 @@ impl PostProcessor {
                 }
                 Self::Template { single, pair }
             }
-            "Sequence" => {
-                let list = opt(v, "processors")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| tok_err!("{path}.processors: expected an array"))?;
-                let mut items = Vec::with_capacity(list.len());
-                for (i, p) in list.iter().enumerate() {
-                    items.push(Self::from_json(p, &format!("{path}.processors[{i}]"))?);
-                }
-                Self::Sequence(items)
-            }
+            "Sequence" => Self::Sequence(sequence(v, "processors", path, Self::from_json)?),
             other => {
                 return Err(tok_err!(
                     "{path}: unsupported post-processor type {other:?}"

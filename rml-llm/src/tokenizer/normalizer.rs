@@ -7,7 +7,8 @@ use unicode_normalization::UnicodeNormalization;
 use super::charsmap::Charsmap;
 use super::pattern::Pattern;
 use super::util::{
-    Result, bool_or, is_mark, is_mark_nonspacing, is_other, obj, opt, req_str, tok_err, type_tag,
+    Result, bool_or, is_mark, is_mark_nonspacing, is_other, obj, opt, req_str, sequence, tok_err,
+    type_tag,
 };
 
 /// One normalizer of a `tokenizer.json`.
@@ -130,16 +131,7 @@ impl Normalizer {
                     lowercase,
                 }
             }
-            "Sequence" => {
-                let list = opt(v, "normalizers")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| tok_err!("{path}.normalizers: expected an array"))?;
-                let mut items = Vec::with_capacity(list.len());
-                for (i, n) in list.iter().enumerate() {
-                    items.push(Self::from_json(n, &format!("{path}.normalizers[{i}]"))?);
-                }
-                Self::Sequence(items)
-            }
+            "Sequence" => Self::Sequence(sequence(v, "normalizers", path, Self::from_json)?),
             "Precompiled" => {
                 let blob = match opt(v, "precompiled_charsmap") {
                     None => Vec::new(),

@@ -6,7 +6,7 @@ use super::bytelevel;
 use super::normalizer::parse_pattern;
 use super::pattern::Pattern;
 use super::util::{
-    Result, bool_or, is_punctuation, one_char, opt, opt_str, req_str, tok_err, type_tag,
+    Result, bool_or, is_punctuation, one_char, opt, opt_str, req_str, sequence, tok_err, type_tag,
 };
 
 /// What a split does with the matched delimiters.
@@ -259,16 +259,7 @@ impl PreTokenizer {
                 req_str(v, "delimiter", path)?,
                 &format!("{path}.delimiter"),
             )?),
-            "Sequence" => {
-                let list = opt(v, "pretokenizers")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| tok_err!("{path}.pretokenizers: expected an array"))?;
-                let mut items = Vec::with_capacity(list.len());
-                for (i, p) in list.iter().enumerate() {
-                    items.push(Self::from_json(p, &format!("{path}.pretokenizers[{i}]"))?);
-                }
-                Self::Sequence(items)
-            }
+            "Sequence" => Self::Sequence(sequence(v, "pretokenizers", path, Self::from_json)?),
             other => return Err(tok_err!("{path}: unsupported pre-tokenizer type {other:?}")),
         })
     }

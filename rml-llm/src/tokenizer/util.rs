@@ -71,6 +71,23 @@ pub(crate) fn req_str<'a>(v: &'a Value, key: &str, path: &str) -> Result<&'a str
         .ok_or_else(|| tok_err!("{path}.{key}: expected a string"))
 }
 
+/// The array `v[key]` parsed item by item with `parse(item, "path.key[i]")`: the
+/// members of a `Sequence` normalizer, pre-tokenizer, post-processor or decoder.
+pub(crate) fn sequence<T>(
+    v: &Value,
+    key: &str,
+    path: &str,
+    parse: impl Fn(&Value, &str) -> Result<T>,
+) -> Result<Vec<T>> {
+    let list = opt(v, key)
+        .and_then(Value::as_array)
+        .ok_or_else(|| tok_err!("{path}.{key}: expected an array"))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, item)| parse(item, &format!("{path}.{key}[{i}]")))
+        .collect()
+}
+
 /// The optional string `v[key]`.
 pub(crate) fn opt_str<'a>(v: &'a Value, key: &str, path: &str) -> Result<Option<&'a str>> {
     match opt(v, key) {
