@@ -152,7 +152,9 @@ def llama_worker(path, threads, n_ctx, vocab):
     from llama_cpp import Llama
 
     base = vm_kb("VmRSS")
-    llm = Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=threads,
+    # n_batch = n_ctx: llama-cpp-python keeps n_batch rows of scores; the compute
+    # batch (n_ubatch) stays 512.
+    llm = Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=512, n_threads=threads,
                 n_threads_batch=threads, flash_attn=False, type_k=0, type_v=0, verbose=False)
 
     def round_(pp, tg):
