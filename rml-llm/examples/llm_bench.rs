@@ -1,11 +1,16 @@
 //! Times prompt processing and single-sequence decode of one model file, for
 //! `scripts/bench/llm_llama_cpp.py` (which runs llama.cpp on the same file).
 //!
-//! Usage: `llm_bench MODEL THREADS PROMPT_TOKENS DECODE_TOKENS REPS`. After one
-//! untimed warm-up round, each of REPS rounds prefills PROMPT_TOKENS fixed token ids
+//! Usage: `llm_bench MODEL THREADS PROMPT_TOKENS DECODE_TOKENS REPS`. After an
+//! untimed warm-up (an 8-token prefill and 2 decode steps, which reads every
+//! weight once), each of REPS rounds prefills PROMPT_TOKENS fixed token ids
 //! into a fresh cache (last-token logits only) and then decodes DECODE_TOKENS greedy
 //! tokens one at a time; it prints one line per round:
-//! `{"pp_tok_s": …, "tg_tok_s": …}` (wall-clock tokens per second).
+//! `{"pp_tok_s": …, "tg_tok_s": …}` (wall-clock tokens per second), then one line
+//! `{"peak_rss_kb": …, "kv_bytes": …, "parameter_bytes": …}`: the process's peak
+//! resident set (`VmHWM` of `/proc/self/status`, mapped file pages included; 0
+//! where that file does not exist), the f32 KV cache's bytes and
+//! `Model::parameter_bytes`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,10 +43,14 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     if threads > 1 {
         ws.set_pool(Some(Arc::new(rml_host::ThreadPool::new(threads)?)));
     }
+    let mut kv_bytes = 0;
     for round in 0..=reps {
-        let mut cache = model.new_cache(pp + tg);
+        let (pp, tg) = if round == 0 { (pp.min(8), 2) } else { (pp, tg) };
+        let mut cache = model.new_cache(prompt.len() + tg);
+        kv_bytes = cache.bytes();
         let start = Instant::now();
-        let mut token = argmax(model.forward_with(&prompt, &mut cache, &mut ws, Logits::Last)?);
+        let last = model.forward_with(&prompt[..pp], &mut cache, &mut ws, Logits::Last)?;
+        let mut token = argmax(last);
         let prefill = start.elapsed().as_secs_f64();
         let start = Instant::now();
         for _ in 0..tg {
@@ -52,11 +61,27 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
             println!(
                 "{{\"pp_tok_s\": {:.3}, \"tg_tok_s\": {:.3}}}",
                 pp as f64 / prefill,
-                tg as f64 / decode
+                tg as f64 / decode.max(1e-9)
             );
         }
     }
+    println!(
+        "{{\"peak_rss_kb\": {}, \"kv_bytes\": {kv_bytes}, \"parameter_bytes\": {}}}",
+        peak_rss_kb(),
+        model.parameter_bytes()
+    );
     Ok(())
+}
+
+/// `VmHWM` of `/proc/self/status` in kB (0 when unavailable).
+fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 fn main() {

@@ -146,6 +146,43 @@ impl Matrix {
         }
     }
 
+    /// The element type the values are held in (F32, F16, BF16 or a GGML block type).
+    pub fn dtype(&self) -> DType {
+        match self {
+            Matrix::F32(_) => DType::F32,
+            Matrix::F16(_) => DType::F16,
+            Matrix::BF16(_) => DType::BF16,
+            Matrix::Quantized { dtype, .. } => *dtype,
+        }
+    }
+
+    /// Row `row` of a matrix `cols` wide as f32 into `out` (`cols` values): copied,
+    /// widened, or dequantized from that row's blocks only (a token-embedding lookup
+    /// reads one row, never the table).
+    pub fn row_f32(&self, row: usize, cols: usize, out: &mut [f32]) -> Result<()> {
+        fn widen<T: Weight>(w: &[T], row: usize, cols: usize, out: &mut [f32]) -> Result<()> {
+            let src = w
+                .get(row * cols..(row + 1) * cols)
+                .ok_or_else(|| out_of_range(row))?;
+            out.iter_mut().zip(src).for_each(|(o, v)| *o = v.to_f32());
+            Ok(())
+        }
+        let out = &mut out[..cols];
+        match self {
+            Matrix::F32(w) => widen(w.as_slice(), row, cols, out),
+            Matrix::F16(w) => widen(w.as_slice(), row, cols, out),
+            Matrix::BF16(w) => widen(w.as_slice(), row, cols, out),
+            Matrix::Quantized { dtype, bytes } => {
+                let rb = quant::row_bytes(*dtype, cols).map_err(Error::core("matrix row"))?;
+                let src = bytes
+                    .as_slice()
+                    .get(row * rb..(row + 1) * rb)
+                    .ok_or_else(|| out_of_range(row))?;
+                quant::dequantize(*dtype, src, out).map_err(Error::core("dequantize row"))
+            }
+        }
+    }
+
     /// Bytes held (mapped or owned).
     pub fn bytes(&self) -> usize {
         match self {
@@ -165,6 +202,10 @@ impl Matrix {
             Matrix::Quantized { bytes, .. } => bytes.is_mapped(),
         }
     }
+}
+
+fn out_of_range(row: usize) -> Error {
+    Error::Input(format!("row {row} is outside the matrix"))
 }
 
 fn split_rows_bytes(bytes: &[u8], row_bytes: usize, rows: &[usize]) -> Vec<Vec<u8>> {

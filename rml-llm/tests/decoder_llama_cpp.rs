@@ -1,6 +1,7 @@
 //! The decoder against llama.cpp on GGUF files llama.cpp quantized itself
 //! (`scripts/fixtures/decoder_llama_cpp.py`: a tiny random-weight Llama-architecture
-//! model as Q4_0, Q4_K_M — Q4_K with Q6_K `attn_v`/`ffn_down`/output — and Q8_0).
+//! model as Q4_0, Q4_K_M — Q4_K with Q6_K `attn_v`/`ffn_down`/output — and Q8_0, and a
+//! Qwen3-architecture one with tied embeddings as Q4_0 — Q6_K table — and Q8_0).
 //! rml quantizes activations as llama.cpp does (Q8_0 for Q4_0/Q8_0 weights, Q8_K for
 //! K-quants), so the two should agree far more closely than either agrees with the
 //! unquantized model; the bounds below are set against that quantization gap
@@ -25,8 +26,17 @@ fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama_cpp")
 }
 
+/// The file of fixture `tag`: `model-{tag}.gguf`, or `qwen3-tied-{quant}.gguf` for
+/// `qwen3_tied_{quant}`.
+fn file(tag: &str) -> PathBuf {
+    match tag.strip_prefix("qwen3_tied_") {
+        Some(quant) => fixture().join(format!("qwen3-tied-{quant}.gguf")),
+        None => fixture().join(format!("model-{tag}.gguf")),
+    }
+}
+
 fn load(tag: &str) -> Model {
-    let src = GgufSource::open(fixture().join(format!("model-{tag}.gguf"))).unwrap();
+    let src = GgufSource::open(file(tag)).unwrap();
     let config = Config::from_metadata(&src).unwrap();
     Model::load(config, &src).unwrap()
 }
@@ -39,6 +49,11 @@ struct Prompt {
 }
 
 fn prompts(tag: &str) -> Vec<Prompt> {
+    let f32_tag = if tag.starts_with("qwen3_tied_") {
+        "qwen3_tied_f32"
+    } else {
+        "f32"
+    };
     let npz = Npz::open(fixture().join("reference.npz")).unwrap();
     (0..)
         .map_while(|p| {
@@ -57,7 +72,7 @@ fn prompts(tag: &str) -> Vec<Prompt> {
                     .map(|t| t as u32)
                     .collect(),
                 want: logits(tag),
-                f32: logits("f32"),
+                f32: logits(f32_tag),
             })
         })
         .collect()
@@ -121,8 +136,12 @@ fn check(tag: &str, q_type: DType) {
     let model = load(tag);
     let q = model.layer(0).unwrap().q().weight();
     assert!(matches!(q, Matrix::Quantized { dtype, .. } if *dtype == q_type));
+    check_logits(tag, &model);
+}
+
+fn check_logits(tag: &str, model: &Model) {
     for split in [false, true] {
-        let a = agreement(tag, &model, split);
+        let a = agreement(tag, model, split);
         assert!(a.rel > 0.0 || tag == "q8_0", "{tag}: suspiciously exact");
         assert!(a.rel <= REL_TOL, "{tag}: relative error {}", a.rel);
         assert!(a.rel <= GAP_SHARE * a.gap, "{tag}: {a:?}");
@@ -143,4 +162,29 @@ fn q4_k_m_gguf_quantized_by_llama_cpp_matches_llama_cpp() {
 #[test]
 fn q8_0_gguf_quantized_by_llama_cpp_matches_llama_cpp() {
     check("q8_0", DType::Q8_0);
+}
+
+/// A tied-embedding model (no `output.weight`): the table stays in the file's
+/// quantized type, mapped in place, and is the output projection as stored.
+fn check_tied(tag: &str, q_type: DType, table_type: DType) {
+    let model = load(tag);
+    assert_eq!(model.layer(0).unwrap().q().weight().dtype(), q_type);
+    let table = model.embedding().weight();
+    assert_eq!(table.dtype(), table_type);
+    assert!(table.is_mapped(), "{tag}: embedding copied");
+    assert!(std::ptr::eq(model.output(), model.embedding()));
+    // Every parameter is held at most once and quantized: below the file size.
+    let file_bytes = std::fs::metadata(file(tag)).unwrap().len() as usize;
+    assert!(model.parameter_bytes() < file_bytes, "{tag}");
+    check_logits(tag, &model);
+}
+
+#[test]
+fn tied_qwen3_q4_0_keeps_its_q6_k_table_and_matches_llama_cpp() {
+    check_tied("qwen3_tied_q4_0", DType::Q4_0, DType::Q6K);
+}
+
+#[test]
+fn tied_qwen3_q8_0_keeps_its_q8_0_table_and_matches_llama_cpp() {
+    check_tied("qwen3_tied_q8_0", DType::Q8_0, DType::Q8_0);
 }

@@ -158,7 +158,9 @@ impl Model {
         };
         let c = &config;
         let (vocab, hidden) = (c.vocab_size, c.hidden_size);
-        let embed = f.required(Role::Embed, &[vocab, hidden])?;
+        // The table stays in the file's type (no f32 copy); lookups dequantize
+        // one row per token, and a tied output projection runs on it as stored.
+        let embed = f.linear(Role::Embed, vocab, hidden)?;
         let output_norm = f.norm(Role::OutputNorm, hidden)?;
         let output = if c.tie_embeddings {
             None

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::ffn::{Ffn, FfnScratch};
 use crate::kv_cache::{KvCache, KvDtype, KvSlices};
 use crate::linear::{Linear, LinearScratch};
-use crate::ops::{project, project_scratch_len, rms_norm_in_place, rms_norm_rows, softcap};
+use crate::ops::{rms_norm_in_place, rms_norm_rows, softcap};
 use crate::rope::Rope;
 
 /// The weights of one decoder layer.
@@ -46,7 +46,9 @@ pub struct Layer {
 #[derive(Clone, Debug)]
 pub struct Model {
     config: Config,
-    embed: Vec<f32>,
+    /// The token embedding `[vocab, hidden]` in the file's type (quantized blocks
+    /// stay quantized); also the output projection when `output` is `None`.
+    embed: Linear,
     output_norm: Vec<f32>,
     /// `None` when the output projection is the embedding matrix.
     output: Option<Linear>,
@@ -105,6 +107,17 @@ impl Model {
         &self.config
     }
 
+    /// The token embedding table, `[vocab, hidden]`, kept in the file's type.
+    pub fn embedding(&self) -> &Linear {
+        &self.embed
+    }
+
+    /// The output projection: its own matrix, or the embedding table when the
+    /// embeddings are tied.
+    pub fn output(&self) -> &Linear {
+        self.output.as_ref().unwrap_or(&self.embed)
+    }
+
     /// Layer `index`, if the model has it.
     pub fn layer(&self, index: usize) -> Option<&Layer> {
         self.layers.get(index)
@@ -143,7 +156,8 @@ impl Model {
             .iter()
             .map(|l| norms(l) * 4 + l.linears().iter().map(|lin| lin.bytes()).sum::<usize>())
             .sum();
-        (self.embed.len() + self.output_norm.len()) * 4
+        self.embed.bytes()
+            + self.output_norm.len() * 4
             + self.output.as_ref().map_or(0, Linear::bytes)
             + layers
     }
@@ -160,15 +174,11 @@ impl Model {
             .map_or(0, |m| m.expert_intermediate)
             .max(c.intermediate_size);
         let n_experts = c.moe.as_ref().map_or(0, |m| m.n_experts);
-        let mut lin =
-            LinearScratch::with_capacity(0, project_scratch_len(t, c.vocab_size, c.hidden_size));
+        let mut lin = self.output().scratch_need(t)?;
         for l in &self.layers {
             for linear in l.linears() {
                 lin = lin.max(linear.scratch_need(t)?);
             }
-        }
-        if let Some(out) = &self.output {
-            lin = lin.max(out.scratch_need(t)?);
         }
         Ok(Workspace {
             max_tokens,
@@ -227,16 +237,15 @@ impl Model {
         }
         cache.reserve(t)?;
         let start = cache.len();
-        s.x.clear();
-        for &tok in tokens {
-            let tok = tok as usize;
-            if tok >= c.vocab_size {
-                return Err(Error::Input(format!(
-                    "token id {tok} is outside the vocabulary of {}",
-                    c.vocab_size
-                )));
-            }
-            s.x.extend_from_slice(&self.embed[tok * hidden..(tok + 1) * hidden]);
+        if let Some(&tok) = tokens.iter().find(|&&tok| tok as usize >= c.vocab_size) {
+            return Err(Error::Input(format!(
+                "token id {tok} is outside the vocabulary of {}",
+                c.vocab_size
+            )));
+        }
+        s.x.resize(t * hidden, 0.0);
+        for (&tok, row) in tokens.iter().zip(s.x.chunks_exact_mut(hidden)) {
+            self.embed.weight().row_f32(tok as usize, hidden, row)?;
         }
         if let Some(scale) = c.embed_scale {
             s.x.iter_mut().for_each(|v| *v *= scale);
@@ -254,18 +263,8 @@ impl Model {
         s.h.resize(rows * hidden, 0.0);
         rms_norm_rows(last, &self.output_norm, c.rms_eps, hidden, &mut s.h)?;
         s.logits.resize(rows * c.vocab_size, 0.0);
-        match &self.output {
-            Some(out) => out.forward(&s.h, rows, &mut s.logits, &mut s.lin)?,
-            None => project(
-                &s.h,
-                rows,
-                &self.embed,
-                None,
-                c.vocab_size,
-                &mut s.logits,
-                s.lin.gemm(),
-            )?,
-        }
+        self.output()
+            .forward(&s.h, rows, &mut s.logits, &mut s.lin)?;
         if let Some(cap) = c.final_softcap {
             softcap(&mut s.logits, cap);
         }
