@@ -13,7 +13,8 @@
 //! ids missing from the vocabulary (and rows up to the model's vocabulary size) are
 //! `[PAD<i>]` unused tokens. Unigram, WordPiece and WordLevel tokenizers are refused
 //! by name. BOS/EOS come from `tokenizer_config.json` (else `config.json`); BOS is
-//! added when `add_bos_token` says so or the post-processor template starts with it.
+//! added when `add_bos_token` says so or the post-processor template starts with it
+//! (which also names BOS when nothing else does).
 
 use std::path::Path;
 
@@ -38,6 +39,7 @@ fn components<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
         .get("pretokenizers")
         .or_else(|| v.get("normalizers"))
         .or_else(|| v.get("decoders"))
+        .or_else(|| v.get("processors"))
         .and_then(Value::as_array)
     {
         list.iter().for_each(|x| components(x, out));
@@ -254,7 +256,13 @@ pub fn vocab_metadata(dir: &Path, vocab_size: usize) -> Result<Option<Vec<(Strin
             .and_then(|t| id_of(&t))
             .or_else(|| config[key].as_u64().map(|i| i as u32))
     };
-    let bos = special("bos", "bos_token_id");
+    let mut processors = Vec::new();
+    components(&v["post_processor"], &mut processors);
+    let first_special = processors
+        .iter()
+        .find_map(|p| p["single"][0]["SpecialToken"]["id"].as_str())
+        .and_then(id_of);
+    let bos = special("bos", "bos_token_id").or(first_special);
     for (name, id) in [
         ("bos_token_id", bos),
         ("eos_token_id", special("eos", "eos_token_id")),
@@ -265,9 +273,6 @@ pub fn vocab_metadata(dir: &Path, vocab_size: usize) -> Result<Option<Vec<(Strin
             put(name, OwnedValue::U32(id));
         }
     }
-    let first_special = v["post_processor"]["single"][0]["SpecialToken"]["id"]
-        .as_str()
-        .and_then(id_of);
     let flag = |k: &str| tc.as_ref().and_then(|(_, raw)| raw[k].as_bool());
     let add_bos = flag("add_bos_token").unwrap_or(bos.is_some() && first_special == bos);
     put("add_bos_token", OwnedValue::Bool(add_bos));
