@@ -273,3 +273,61 @@ fn a_config_gguf_cannot_express_is_refused() {
     assert_one_error_line(ok, &stderr, "sliding window");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+#[test]
+fn the_bundled_hf_directory_converts_to_the_gguf_gguf_py_wrote() {
+    // `scripts/train_default_model.py` wrote models/default/rml-tiny-llama.gguf from
+    // the same weights with gguf-py and its own Q/K permutation: the converted F16 file
+    // must have the same tensors (names, dims, matrix bytes) and the same metadata.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default");
+    let out = temp_dir("convert-hf", "bundled-f16").join("tiny-f16.gguf");
+    let opts = QuantizeOptions {
+        ty: DType::F16,
+        token_embedding_type: None,
+        output_type: None,
+    };
+    quantize_model(&root.join("hf"), &out, &opts, |_, _| {}).unwrap();
+    let ours = Gguf::parse(std::fs::read(&out).unwrap()).unwrap();
+    let theirs = Gguf::parse(std::fs::read(root.join("rml-tiny-llama.gguf")).unwrap()).unwrap();
+    assert_eq!(ours.tensor_count(), theirs.tensor_count());
+    for t in theirs.tensors() {
+        let name = t.info.name();
+        let mine = ours
+            .tensor(name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        assert_eq!(mine.info.dims(), t.info.dims(), "{name}");
+        assert_eq!(mine.info.ggml_type(), t.info.ggml_type(), "{name}");
+        if t.info.dims().len() == 2 {
+            assert!(mine.data == t.data, "{name}: bytes differ");
+        } else {
+            // Norms: F32 in both, from f16 (HF file) vs f32 (training) values.
+            let a = f32s(mine.data);
+            let b = f32s(t.data);
+            assert!(
+                a.iter()
+                    .zip(&b)
+                    .all(|(x, y)| (x - y).abs() <= 1e-3 * y.abs()),
+                "{name}"
+            );
+        }
+    }
+    for (key, value) in theirs.metadata() {
+        if key == "general.name" || key == "general.file_type" {
+            continue;
+        }
+        let mine = ours.get(key).unwrap_or_else(|| panic!("{key} missing"));
+        assert_eq!(
+            mine.to_owned_value(),
+            value.to_owned_value(),
+            "metadata {key}"
+        );
+    }
+    std::fs::remove_file(&out).unwrap();
+}
