@@ -331,3 +331,17 @@ fn the_bundled_hf_directory_converts_to_the_gguf_gguf_py_wrote() {
     }
     std::fs::remove_file(&out).unwrap();
 }
+
+#[test]
+fn a_directory_without_config_is_one_error_line() {
+    let dir = temp_dir("convert-hf", "empty");
+    let out = dir.join("out.gguf");
+    let (ok, _, stderr) = run(&[
+        "quantize",
+        dir.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "q8_0",
+    ]);
+    assert_one_error_line(ok, &stderr, "config.json");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
