@@ -7,7 +7,9 @@
 //!
 //! * **Prefill** runs the prompt in chunks of at most [`Session::PREFILL_CHUNK`] tokens
 //!   (so the workspace does not grow with the context) and keeps only the last
-//!   token's logits.
+//!   token's logits. A cancel flag ([`Session::set_cancel`]) is checked between
+//!   chunks: a prompt cancelled there is undone (the cache and the pending token are
+//!   as before the call) and the call returns [`StopReason::Cancelled`] with no token.
 //! * **Decode** samples a token, hands it to the [`Stopper`] (stop ids such as EOS,
 //!   stop strings caught across token boundaries and never shown, the token budget),
 //!   passes the text that may be shown to the callback, and runs the token through the
@@ -31,6 +33,7 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rml_host::ThreadPool;
@@ -169,6 +172,7 @@ pub struct Session<'m> {
     /// The last sampled token, not yet run through the model.
     pending: Option<u32>,
     progress: Option<PrefillProgress>,
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 /// A callback told `(tokens run, prompt tokens)` after each prefill chunk of a prompt
@@ -213,6 +217,7 @@ impl<'m> Session<'m> {
             logits: vec![0.0; model.config().vocab_size],
             pending: None,
             progress: None,
+            cancel: None,
         })
     }
 
@@ -225,6 +230,14 @@ impl<'m> Session<'m> {
     /// Reports prefill progress of long prompts to `progress`.
     pub fn set_prefill_progress(&mut self, progress: Option<PrefillProgress>) {
         self.progress = progress;
+    }
+
+    /// A flag checked between prefill chunks: when it is set, the prompt being run is
+    /// undone and [`Session::generate`] returns [`StopReason::Cancelled`] with no
+    /// token (the flag is left set; the caller clears it). During decode, cancel
+    /// through the text callback.
+    pub fn set_cancel(&mut self, cancel: Option<Arc<AtomicBool>>) {
+        self.cancel = cancel;
     }
 
     /// The model.
@@ -269,11 +282,23 @@ impl<'m> Session<'m> {
             ..GenerationStats::default()
         };
         let start = Instant::now();
+        let (cache_before, pending_before) = (self.cache.len(), self.pending);
         if let Some(last) = self.pending.take() {
             self.run(&[last])?;
         }
         let chunk_len = self.ws.max_tokens();
         for (i, chunk) in prompt.chunks(chunk_len).enumerate() {
+            if self.cancelled() {
+                self.cache.truncate(cache_before);
+                self.pending = pending_before;
+                stats.prompt_tokens = 0;
+                stats.prefill_seconds = start.elapsed().as_secs_f64();
+                return Ok(Generation {
+                    tokens: Vec::new(),
+                    reason: StopReason::Cancelled,
+                    stats,
+                });
+            }
             self.run(chunk)?;
             if let Some(p) = self.progress.as_ref().filter(|_| prompt.len() > chunk_len) {
                 (p.0)(
@@ -310,6 +335,12 @@ impl<'m> Session<'m> {
             reason,
             stats,
         })
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
     }
 
     /// Runs `tokens` through the model into the cache and keeps the last logits.

@@ -12,6 +12,7 @@
 pub mod attention;
 pub mod chat;
 pub mod config;
+pub mod convert;
 pub mod error;
 pub mod ffn;
 pub mod generate;

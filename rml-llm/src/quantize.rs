@@ -1,5 +1,6 @@
-//! Quantizing a GGUF model into a new GGUF file, with the tensor rules of
-//! llama.cpp's `llama-quantize`:
+//! Quantizing a GGUF model, or converting a Hugging Face safetensors directory
+//! ([`crate::convert`]), into a new GGUF file, with the tensor rules of llama.cpp's
+//! `llama-quantize`:
 //!
 //! * A tensor is quantized when its name ends in `weight` and it has at least two
 //!   dimensions; 1-D tensors (norms, biases) and the MoE router
@@ -14,14 +15,18 @@
 //!   and quantized with `rml-core`'s reference quantizers, which are ggml's
 //!   `quantize_row_*_ref` bit for bit. A tensor already of the chosen type is copied.
 //!
-//! Metadata (the alignment included) is copied, with `general.file_type` set to llama.cpp's `LLAMA_FTYPE`
-//! for the type and `general.quantization_version` to 2.
+//! GGUF input: metadata (the alignment included) is copied. Hugging Face input: the
+//! metadata is made from `config.json` and the tokenizer, every tensor is read as f32
+//! and 1-D tensors, the router and rope factors are written as F32 (as llama.cpp's
+//! converter does). Either way `general.file_type` is set to llama.cpp's
+//! `LLAMA_FTYPE` for the type and `general.quantization_version` to 2.
 
 use std::path::Path;
 
 use rml_core::{DType, GgmlType};
-use rml_host::formats::gguf::{GgufFile, GgufWriter};
+use rml_host::formats::gguf::{GgufFile, GgufWriter, OwnedValue};
 
+use crate::convert::HfModel;
 use crate::error::{Error, Result};
 use crate::weights::transform::to_f32;
 use crate::weights::{GgufSource, WeightSource};
@@ -158,6 +163,97 @@ fn encode(ty: DType, values: &[f32]) -> std::result::Result<Vec<u64>, rml_core::
     Ok(buf)
 }
 
+/// Quantizes the model `input` (a GGUF file, or a Hugging Face directory) into the
+/// GGUF file `output` with `opts`. `progress(done, total)` is called after each
+/// tensor. Returns every tensor's plan.
+pub fn quantize_model(
+    input: &Path,
+    output: &Path,
+    opts: &QuantizeOptions,
+    progress: impl FnMut(usize, usize),
+) -> Result<Vec<TensorPlan>> {
+    if input.is_dir() {
+        quantize_hf(&HfModel::open(input)?, output, opts, progress)
+    } else {
+        quantize_gguf(input, output, opts, progress)
+    }
+}
+
+/// Writes the converted Hugging Face checkpoint `model` as the GGUF file `output`.
+pub fn quantize_hf(
+    model: &HfModel,
+    output: &Path,
+    opts: &QuantizeOptions,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Vec<TensorPlan>> {
+    let total = model.tensors.len();
+    let mut plans = Vec::with_capacity(total);
+    let mut owned = Vec::with_capacity(total);
+    for (i, t) in model.tensors.iter().enumerate() {
+        let dims = t.dims();
+        let to = choose_type(&t.name, GgmlType::F32, &dims, opts);
+        let values = t.values(&model.config, &model.source)?;
+        let (data, bytes) = encode_as(&t.name, to, &values)?;
+        plans.push(TensorPlan {
+            name: t.name.clone(),
+            from: GgmlType::F32,
+            to,
+            bytes,
+        });
+        owned.push((dims, data));
+        progress(i + 1, total);
+    }
+    let tensors = plans.iter().zip(&owned).map(|(p, (dims, data))| {
+        (
+            p,
+            dims.as_slice(),
+            &bytemuck::cast_slice::<u64, u8>(data)[..p.bytes],
+        )
+    });
+    write_gguf(model.metadata.iter().cloned(), tensors, opts, output)?;
+    Ok(plans)
+}
+
+/// `values` encoded as `to`, with the byte count.
+fn encode_as(name: &str, to: GgmlType, values: &[f32]) -> Result<(Vec<u64>, usize)> {
+    let ty = to.to_dtype().map_err(Error::core("quantize"))?;
+    let data = encode(ty, values)
+        .map_err(|e| Error::Input(format!("tensor {name:?}: quantizing to {}: {e}", ty.name())))?;
+    let bytes = ty
+        .storage_bytes(values.len())
+        .map_err(Error::core("quantize"))?;
+    Ok((data, bytes))
+}
+
+/// Writes `metadata` (with `general.file_type` and `general.quantization_version`
+/// replaced) and `tensors` (plan, ggml dims, bytes) to `output`.
+fn write_gguf<'a>(
+    metadata: impl Iterator<Item = (String, OwnedValue)>,
+    tensors: impl Iterator<Item = (&'a TensorPlan, &'a [u64], &'a [u8])>,
+    opts: &QuantizeOptions,
+    output: &Path,
+) -> Result<()> {
+    let mut writer = GgufWriter::new();
+    for (key, value) in metadata {
+        if key != "general.file_type" && key != "general.quantization_version" {
+            writer.add_kv(&key, value).map_err(Error::Gguf)?;
+        }
+    }
+    writer
+        .add_kv("general.quantization_version", 2u32)
+        .map_err(Error::Gguf)?;
+    writer
+        .add_kv("general.file_type", file_type(opts.ty))
+        .map_err(Error::Gguf)?;
+    for (plan, dims, bytes) in tensors {
+        writer
+            .add_tensor(&plan.name, plan.to, dims, bytes)
+            .map_err(Error::Gguf)?;
+    }
+    writer.write_file(output).map_err(Error::Gguf)?;
+    Ok(())
+}
+
 /// Quantizes the GGUF model `input` into `output` with `opts`. `progress(done, total)`
 /// is called after each tensor. Returns every tensor's plan.
 pub fn quantize_gguf(
@@ -182,24 +278,14 @@ pub fn quantize_gguf(
         let name = info.name();
         let from = info.ggml_type();
         let to = choose_type(name, from, info.dims(), opts);
-        let data = if to == from {
-            None
+        let (data, bytes) = if to == from {
+            (None, t.data.len())
         } else {
             let tensor = source
                 .tensor(name)?
                 .ok_or_else(|| Error::Input(format!("tensor {name:?} listed but not readable")))?;
-            let values = to_f32(name, &tensor)?;
-            let ty = to.to_dtype().map_err(Error::core("quantize"))?;
-            Some(encode(ty, &values).map_err(|e| {
-                Error::Input(format!("tensor {name:?}: quantizing to {}: {e}", ty.name()))
-            })?)
-        };
-        let bytes = match &data {
-            Some(_) => to
-                .to_dtype()
-                .and_then(|d| d.storage_bytes(info.n_elements() as usize))
-                .map_err(Error::core("quantize"))?,
-            None => t.data.len(),
+            let (data, bytes) = encode_as(name, to, &to_f32(name, &tensor)?)?;
+            (Some(data), bytes)
         };
         plans.push(TensorPlan {
             name: name.to_string(),
@@ -210,30 +296,20 @@ pub fn quantize_gguf(
         owned.push(data);
         progress(i + 1, total);
     }
-
-    let mut writer = GgufWriter::new();
-    for (key, value) in file.metadata() {
-        if key != "general.file_type" && key != "general.quantization_version" {
-            writer
-                .add_kv(key, value.to_owned_value())
-                .map_err(Error::Gguf)?;
-        }
-    }
-    writer
-        .add_kv("general.quantization_version", 2u32)
-        .map_err(Error::Gguf)?;
-    writer
-        .add_kv("general.file_type", file_type(opts.ty))
-        .map_err(Error::Gguf)?;
-    for ((t, plan), data) in file.tensors().zip(&plans).zip(&owned) {
-        let bytes = match data {
-            Some(buf) => &bytemuck::cast_slice::<u64, u8>(buf)[..plan.bytes],
-            None => t.data,
-        };
-        writer
-            .add_tensor(&plan.name, plan.to, t.info.dims(), bytes)
-            .map_err(Error::Gguf)?;
-    }
-    writer.write_file(output).map_err(Error::Gguf)?;
+    let metadata = file
+        .metadata()
+        .map(|(key, value)| (key.to_string(), value.to_owned_value()));
+    let tensors = file
+        .tensors()
+        .zip(&plans)
+        .zip(&owned)
+        .map(|((t, plan), data)| {
+            let bytes = match data {
+                Some(buf) => &bytemuck::cast_slice::<u64, u8>(buf)[..plan.bytes],
+                None => t.data,
+            };
+            (plan, t.info.dims(), bytes)
+        });
+    write_gguf(metadata, tensors, opts, output)?;
     Ok(plans)
 }

@@ -277,3 +277,58 @@ fn chat_on_a_terminal_keeps_a_history_file() {
     assert!(saved.contains("first question"), "{saved}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The bundled model with a 2048-position context (its weights work at any position),
+/// so that a prompt spans several prefill chunks.
+fn long_context_model() -> PathBuf {
+    use rml_host::formats::gguf::{GgufFile, GgufWriter};
+    let src =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default/rml-tiny-llama.gguf");
+    let file = GgufFile::open(&src).unwrap();
+    let mut w = GgufWriter::new();
+    for (key, value) in file.metadata() {
+        if key != "llama.context_length" {
+            w.add_kv(key, value.to_owned_value()).unwrap();
+        }
+    }
+    w.add_kv("llama.context_length", 2048u32).unwrap();
+    for t in file.tensors() {
+        w.add_tensor(t.info.name(), t.info.ggml_type(), t.info.dims(), t.data)
+            .unwrap();
+    }
+    let out = std::env::temp_dir().join(format!("rml-llm-long-ctx-{}.gguf", std::process::id()));
+    w.write_file(&out).unwrap();
+    out
+}
+
+#[test]
+fn chat_on_a_terminal_cancels_a_long_prompt_while_it_runs() {
+    let model = long_context_model();
+    let mut term = Terminal::spawn(&["chat", model.to_str().unwrap(), "-n", "8", "--temp", "0"]);
+    let at = term.wait_for(0, "> ");
+    // About 1500 tokens: several 256-token prefill chunks.
+    let line = "What does the with statement do? ".repeat(190);
+    term.send(line.trim_end().as_bytes());
+    term.send(b"\r");
+    // Once the prompt's progress bar shows, the line editor has handed the terminal
+    // back (a Ctrl-C before that would be read as a key, not a signal).
+    let at = term.wait_for(at, "prompt [");
+    let sent = Instant::now();
+    term.send(b"\x03");
+    // Cancelled before the reply began: no token was generated.
+    let at = term.wait_for(at, "[0 tokens");
+    let at = term.wait_for(at, "stopped]");
+    eprintln!(
+        "Ctrl-C during the prompt to the prompt back: {:?}",
+        sent.elapsed()
+    );
+    // The turn was dropped and the conversation goes on.
+    let at = term.wait_for(at, "> ");
+    term.send(b"The for statement\r");
+    let at = term.wait_for(at, "tokens, ");
+    term.wait_for(at, "> ");
+    term.send(b"/exit\r");
+    let status = term.child.wait().unwrap();
+    let _ = std::fs::remove_file(&model);
+    assert!(status.success(), "{status:?}: {}", term.seen);
+}

@@ -245,3 +245,43 @@ fn long_prompts_report_prefill_progress_per_chunk() {
         .unwrap();
     assert!(calls.lock().unwrap().is_empty());
 }
+
+#[test]
+fn cancelling_during_the_prompt_undoes_the_turn() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (model, tok) = load();
+    let first = tok.encode("The with statement", false).unwrap();
+    let long: Vec<u32> = (0..60).map(|i| 10 + i % 50).collect();
+    let next = tok.encode("The for statement", false).unwrap();
+
+    // Reference: the first turn, then the next one, with no cancelled turn between.
+    let mut plain = Session::new(&model, 256).unwrap();
+    run(&mut plain, &tok, &first, &budget(6));
+    let (want, _) = run(&mut plain, &tok, &next, &budget(8));
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let mut session = Session::with_prefill_chunk(&model, 256, 16).unwrap();
+    session.set_cancel(Some(cancel.clone()));
+    // Ctrl-C arrives after the first chunk of the long prompt.
+    session.set_prefill_progress(Some(rml_llm::PrefillProgress(Arc::new(move |_, _| {
+        flag.store(true, Ordering::SeqCst)
+    }))));
+    run(&mut session, &tok, &first, &budget(6));
+    let before = session.position();
+    let mut shown = 0;
+    let out = session
+        .generate(&tok, &long, &mut greedy(&model), &budget(8), |_| {
+            shown += 1;
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert_eq!(out.reason, StopReason::Cancelled);
+    assert!(out.tokens.is_empty() && shown == 0);
+    assert_eq!(session.position(), before, "the cancelled prompt is undone");
+    cancel.store(false, Ordering::SeqCst);
+    session.set_prefill_progress(None);
+    let (got, _) = run(&mut session, &tok, &next, &budget(8));
+    assert_eq!(got.tokens, want.tokens);
+}

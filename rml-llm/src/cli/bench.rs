@@ -18,7 +18,7 @@ use rml_host::ThreadPool;
 use rml_host::formats::gguf::GgufFile;
 use rml_llm::{Logits, Model};
 
-use super::{is_gguf, load, resolve_model};
+use super::{is_gguf, resolve_model};
 
 /// How results are printed.
 #[derive(Clone, Copy, ValueEnum)]
@@ -103,7 +103,8 @@ impl BenchCommand {
             return Err(format!("a thread count of {t} is not allowed"));
         }
         let path = resolve_model(self.model.clone())?;
-        let (model, _) = load(&path)?;
+        // Random token ids: the model alone, no tokenizer needed.
+        let model = Model::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let context = model.config().max_positions;
         for &n in self.n_prompt.iter().chain(&self.n_gen) {
             if n > context {

@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use clap::Args;
 use rml_llm::chat::{ChatTemplate, RenderOptions};
@@ -38,8 +39,9 @@ impl ChatCommand {
 /// Set from the moment a user line is accepted until its reply ends: Ctrl-C then
 /// cancels the reply (even one still being prepared) instead of ending the program.
 static GENERATING: AtomicBool = AtomicBool::new(false);
-/// Set by Ctrl-C during a reply; the reply's text callback sees it and stops.
-static CANCEL: AtomicBool = AtomicBool::new(false);
+/// Set by Ctrl-C during a reply; the session sees it between prompt chunks (and
+/// undoes the turn's prompt), the reply's text callback after that.
+static CANCEL: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
 /// Ctrl-C stops the reply being generated; outside a reply (stdin not a terminal, so
 /// the line editor does not see the key) it ends the program as usual.
@@ -128,6 +130,7 @@ impl Chat<'_> {
             ),
             _ => {
                 session.reset();
+                self.fed.clear();
                 tok.encode_prompt(&rendered)
             }
         }
@@ -140,7 +143,7 @@ impl Chat<'_> {
             };
             let result = self
                 .runner
-                .stream(session, sampler, &ids, &mut tee, Some(&CANCEL));
+                .stream(session, sampler, &ids, &mut tee, Some(&**CANCEL));
             CANCEL.store(false, Ordering::SeqCst);
             result
         };
@@ -154,6 +157,13 @@ impl Chat<'_> {
                 return Err(e);
             }
         };
+        if generation.reason == StopReason::Cancelled && generation.tokens.is_empty() {
+            // Cancelled while the prompt ran: the session undid it, so the turn is
+            // dropped and the conversation is as before it.
+            self.messages.pop();
+            self.last = Some(generation);
+            return Ok(writeln!(out).and_then(|()| out.flush()).is_ok());
+        }
         let reply = String::from_utf8_lossy(&reply).into_owned();
         match generation.reason {
             StopReason::Token(t) => self.fed = rendered + &reply + &tok.decode(&[t], false),
@@ -211,6 +221,7 @@ fn chat(
         ..RenderOptions::default()
     };
     let (mut session, mut sampler) = runner.session()?;
+    session.set_cancel(Some(Arc::clone(&CANCEL)));
     let mut state = Chat {
         runner: &runner,
         template,

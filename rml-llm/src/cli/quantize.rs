@@ -1,16 +1,19 @@
-//! `rml-llm quantize`: a GGUF model to a GGUF with quantized weights.
+//! `rml-llm quantize`: a GGUF model or a Hugging Face safetensors directory to a GGUF
+//! with quantized weights.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use rml_llm::quantize::{QuantizeOptions, parse_type, quantize_gguf};
+use rml_llm::convert::HfModel;
+use rml_llm::quantize::{QuantizeOptions, TensorPlan, parse_type, quantize_gguf, quantize_hf};
 
 use super::progress::Progress;
 
-/// Quantize a GGUF model's weights into a new GGUF file.
+/// Quantize a GGUF model, or convert a Hugging Face safetensors directory, into a GGUF file.
 #[derive(Args)]
 pub struct QuantizeCommand {
-    /// The GGUF model to read.
+    /// The GGUF model, or the Hugging Face directory (config.json, *.safetensors,
+    /// tokenizer.json), to read.
     input: PathBuf,
     /// The GGUF file to write.
     output: PathBuf,
@@ -41,16 +44,40 @@ impl QuantizeCommand {
                 .transpose()?,
             output_type: self.output_tensor_type.as_deref().map(parse).transpose()?,
         };
-        if !self.input.is_file() {
-            return Err(format!("model not found: {}", self.input.display()));
-        }
         let bar = Progress::bar("quantizing", 0);
-        let plans = quantize_gguf(&self.input, &self.output, &opts, |done, total| {
-            bar.set(done, total)
-        })
-        .map_err(|e| format!("{}: {e}", self.input.display()))?;
+        let progress = |done, total| bar.set(done, total);
+        let here = |e: rml_llm::Error| format!("{}: {e}", self.input.display());
+        let (plans, before): (Vec<TensorPlan>, u64) = if self.input.is_dir() {
+            let model = HfModel::open(&self.input).map_err(here)?;
+            if !model.has_tokenizer {
+                eprintln!(
+                    "rml-llm: warning: {} has no tokenizer.json; the GGUF gets no vocabulary (rml loads it, llama.cpp does not)",
+                    self.input.display()
+                );
+            }
+            let before = std::fs::read_dir(&self.input)
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
+                        .filter_map(|e| e.metadata().ok())
+                        .map(|m| m.len())
+                        .sum()
+                })
+                .unwrap_or(0);
+            (
+                quantize_hf(&model, &self.output, &opts, progress).map_err(here)?,
+                before,
+            )
+        } else if self.input.is_file() {
+            let before = std::fs::metadata(&self.input).map_or(0, |m| m.len());
+            (
+                quantize_gguf(&self.input, &self.output, &opts, progress).map_err(here)?,
+                before,
+            )
+        } else {
+            return Err(format!("model not found: {}", self.input.display()));
+        };
         bar.finish();
-        let before: u64 = std::fs::metadata(&self.input).map_or(0, |m| m.len());
         let after: u64 = std::fs::metadata(&self.output).map_or(0, |m| m.len());
         if self.verbose {
             for p in &plans {
