@@ -28,8 +28,8 @@ type RowKernel = unsafe fn(*const u8, *const u8, usize) -> f32;
 /// `out[i]` = row `i` of `w` · `a`. Returns false (and does nothing) when AVX2 is not
 /// available, the type has no kernel here, or the lengths are inconsistent. `cached`
 /// says the rows are hot in cache (a GEMM tile): Q4_0 then runs four rows per pass,
-/// which pays off when compute-bound but not when streaming from DRAM. Both produce
-/// the same bits.
+/// which pays off when compute-bound; streaming (GEMV) it runs [`gemv_q4_0`], which
+/// prepares the activation once per call. The two agree to f32 rounding.
 pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cached: bool) -> bool {
     if !Isa::Avx2.is_supported() || out.is_empty() {
         return out.is_empty();
@@ -53,7 +53,13 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cache
     if a.len() != nb * ba || w.len() != out.len() * rb {
         return false;
     }
-    if weight == DType::Q4_0 && cached {
+    if weight == DType::Q4_0 && !cached {
+        // SAFETY: AVX2/FMA/F16C are present; `w` holds `out.len()` rows of `nb` blocks,
+        // `rb` bytes apart, and `a` holds `nb` Q8_0 blocks.
+        unsafe { gemv_q4_0(w.as_ptr(), rb, a.as_ptr(), nb, out) };
+        return true;
+    }
+    if weight == DType::Q4_0 {
         // Four rows share each activation block; a remainder runs the same code with
         // fewer rows, so every row's result is independent of the grouping. (Streaming
         // from DRAM, four interleaved row streams measured ~2× slower than one.)
@@ -126,6 +132,143 @@ unsafe fn dot_q4_0_rows<const R: usize>(
         }
     }
     core::array::from_fn(|r| hsum_ps(_mm256_add_ps(acc[0][r], acc[1][r])))
+}
+
+// ---------------------------------------------------------------------------------
+// Q4_0 GEMV: the activation prepared once per call, eight blocks per step
+
+/// Blocks per group of the Q4_0 GEMV kernel.
+const GROUP: usize = 8;
+/// Bytes of one prepared activation group: for each block pair (2j, 2j + 1) the quants
+/// 0..16 of both blocks, then 16..32 of both (64 bytes), matching how one 256-bit load
+/// of the pair's nibbles unpacks; then the offset term `8·Σy` per block (i32 × 8) and
+/// the activation scales (f32 × 8), both in the lane order of [`group_sums`].
+const PREP_BYTES: usize = 4 * 64 + 32 + 32;
+/// Groups prepared per pass (512 blocks, so k ≤ 16384 takes one pass; 20 KiB of stack).
+const PREP_GROUPS: usize = 64;
+/// Byte offsets of the offset terms and of the scales in a prepared group.
+const PREP_OFF: usize = 4 * 64;
+const PREP_SCALE: usize = PREP_OFF + 32;
+
+/// Quantized GEMV of Q4_0 rows (`rb` bytes apart, `nb` blocks each, `out.len()` rows)
+/// with one Q8_0 activation row. The activation is rearranged once per call (and per
+/// 512 blocks) by [`prep_q4_0`], which takes the activation-only work — the `8·Σy` of
+/// the −8 offset and the scale conversion — out of the per-row loop; each row then
+/// runs [`q4_0_groups`], and the last `nb mod 8` blocks the one-block kernel.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemv_q4_0(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
+    let mut prep = [0u8; PREP_GROUPS * PREP_BYTES];
+    let ng = nb / GROUP;
+    out.fill(0.0);
+    let mut g0 = 0;
+    // SAFETY: the caller guarantees `out.len()` rows of `nb` 18-byte blocks at `w`, `rb`
+    // bytes apart, and `nb` 34-byte blocks at `a`; groups g0..g1 < ng and the tail
+    // blocks lie inside them, and `prep` holds PREP_GROUPS groups.
+    unsafe {
+        while g0 < ng {
+            let g1 = (g0 + PREP_GROUPS).min(ng);
+            prep_q4_0(a.add(34 * GROUP * g0), g1 - g0, prep.as_mut_ptr());
+            for (r, o) in out.iter_mut().enumerate() {
+                let wr = w.add(r * rb + 18 * GROUP * g0);
+                *o += hsum_ps(q4_0_groups(wr, prep.as_ptr(), g1 - g0));
+            }
+            g0 = g1;
+        }
+        let done = GROUP * ng;
+        if done < nb {
+            for (r, o) in out.iter_mut().enumerate() {
+                *o += dot_q4_0(w.add(r * rb + 18 * done), a.add(34 * done), nb - done);
+            }
+        }
+    }
+}
+
+/// Rearranges `ng` groups of eight Q8_0 blocks at `a` into the layout of
+/// [`PREP_BYTES`] at `dst`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn prep_q4_0(a: *const u8, ng: usize, dst: *mut u8) {
+    let eight = _mm256_set1_epi8(8);
+    // SAFETY: the caller guarantees `ng` groups of 8 34-byte blocks at `a` and
+    // `ng·PREP_BYTES` writable bytes at `dst`.
+    unsafe {
+        for g in 0..ng {
+            let (ag, dg) = (a.add(34 * GROUP * g), dst.add(PREP_BYTES * g));
+            let sums = core::array::from_fn(|j| {
+                let y0 = ag.add(68 * j + Q8_0_QS);
+                let y1 = y0.add(34);
+                let lo = _mm256_set_m128i(ld128(y1), ld128(y0));
+                let hi = _mm256_set_m128i(ld128(y1.add(16)), ld128(y0.add(16)));
+                _mm256_storeu_si256(dg.add(64 * j).cast(), lo);
+                _mm256_storeu_si256(dg.add(64 * j + 32).cast(), hi);
+                _mm256_add_epi16(
+                    _mm256_maddubs_epi16(eight, lo),
+                    _mm256_maddubs_epi16(eight, hi),
+                )
+            });
+            _mm256_storeu_si256(dg.add(PREP_OFF).cast(), group_sums(sums));
+            _mm256_storeu_ps(dg.add(PREP_SCALE).cast(), f16_group(ag, 34));
+        }
+    }
+}
+
+/// Σ over `ng` groups of one Q4_0 row at `w` · the prepared activation at `p`, as 8
+/// lanes to be summed. Per pair of blocks: one 256-bit load of both blocks' nibbles
+/// (low 128 bits block 2j, high 2j + 1), two masks, two `maddubs` against the prepared
+/// halves; per group: [`group_sums`], minus the prepared offset term, times the eight
+/// weight scales (converted together) and the activation scales, one FMA.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_0_groups(w: *const u8, p: *const u8, ng: usize) -> __m256 {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut acc = _mm256_setzero_ps();
+    // SAFETY: the caller guarantees `ng` groups of 8 18-byte blocks at `w` and `ng`
+    // prepared groups at `p`.
+    unsafe {
+        for g in 0..ng {
+            let (wg, pg) = (w.add(18 * GROUP * g), p.add(PREP_BYTES * g));
+            let sums = core::array::from_fn(|j| {
+                let q0 = wg.add(36 * j + 2);
+                let q = _mm256_set_m128i(ld128(q0.add(18)), ld128(q0));
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                _mm256_add_epi16(
+                    _mm256_maddubs_epi16(lo, ld256(pg.add(64 * j))),
+                    _mm256_maddubs_epi16(hi, ld256(pg.add(64 * j + 32))),
+                )
+            });
+            let s = _mm256_sub_epi32(group_sums(sums), ld256(pg.add(PREP_OFF)));
+            let d = _mm256_mul_ps(
+                f16_group(wg, 18),
+                _mm256_loadu_ps(pg.add(PREP_SCALE).cast()),
+            );
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+        }
+    }
+    acc
+}
+
+/// The eight per-block sums of a group from its four pair vectors (pair j: i16 lanes
+/// 0..8 belong to block 2j, 8..16 to block 2j + 1), as i32 lanes in the order
+/// [0, 2, 4, 6, 1, 3, 5, 7]. The i16 partial sums stay exact as long as 16 products
+/// fit in an i16 (4-bit quants × Q8: 16·15·127 < 2¹⁵).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn group_sums(p: [__m256i; 4]) -> __m256i {
+    let h01 = _mm256_hadd_epi16(p[0], p[1]);
+    let h23 = _mm256_hadd_epi16(p[2], p[3]);
+    _mm256_madd_epi16(_mm256_hadd_epi16(h01, h23), _mm256_set1_epi16(1))
+}
+
+/// The f16 scales at `p + stride·j` of the eight blocks j of a group, converted
+/// together, in the lane order of [`group_sums`]. The halves are gathered with scalar
+/// loads and shifts, which leave the vector pipes free.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_group(p: *const u8, stride: usize) -> __m256 {
+    // SAFETY: the caller guarantees 2 readable bytes at `p + stride·j`, j < 8.
+    let h = |j: usize| u64::from(unsafe { p.add(stride * j).cast::<u16>().read_unaligned() });
+    let even = h(0) | h(2) << 16 | h(4) << 32 | h(6) << 48;
+    let odd = h(1) | h(3) << 16 | h(5) << 32 | h(7) << 48;
+    _mm256_cvtph_ps(_mm_set_epi64x(odd as i64, even as i64))
 }
 
 // ---------------------------------------------------------------------------------
