@@ -482,14 +482,31 @@ fn bits_to_bytes(x: u32) -> __m256i {
     _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
 }
 
-/// The i16 scale vector for a 32-element run covering sub-blocks `s` and `s + 1` of
-/// 16: lanes 0..8 hold `sc[s]`, lanes 8..16 hold `sc[s + 1]` (sign-extended from i8).
+/// The 16 i8 scales of a K-quant super-block, sign-extended to i16 (`s16`, as
+/// `_mm256_cvtepi8_epi16` gives them), in the form [`scale_pair`] picks from: scales
+/// 0..8 in both 128-bit halves, then 8..16 in both.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scale_pair(sc: __m128i, s: usize) -> __m256i {
-    let lo = (s as i64) * 0x0101_0101_0101_0101;
-    let hi = (s as i64 + 1) * 0x0101_0101_0101_0101;
-    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_set_epi64x(hi, lo)))
+fn scale_halves(s16: __m256i) -> [__m256i; 2] {
+    [
+        _mm256_permute4x64_epi64::<0x44>(s16),
+        _mm256_permute4x64_epi64::<0xee>(s16),
+    ]
+}
+
+/// The i16 scale vector for a 32-element run covering sub-blocks `s` and `s + 1` (`s`
+/// even) of 16: lanes 0..8 hold scale `s`, lanes 8..16 scale `s + 1`; one in-lane byte
+/// shuffle of [`scale_halves`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scale_pair(halves: &[__m256i; 2], s: usize) -> __m256i {
+    let t = (s % 8) as i16;
+    let lo = ((2 * t + 1) << 8) | (2 * t);
+    let hi = ((2 * t + 3) << 8) | (2 * t + 2);
+    _mm256_shuffle_epi8(
+        halves[s / 8],
+        _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)),
+    )
 }
 
 // ---------------------------------------------------------------------------------
@@ -738,9 +755,10 @@ unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
         for i in 0..nb {
             let (wb, ab) = (w.add(210 * i), a.add(292 * i));
             let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(208)));
-            let sc = ld128(wb.add(192));
+            let s16 = _mm256_cvtepi8_epi16(ld128(wb.add(192)));
+            let sc = scale_halves(s16);
             // Σ_j sc_j · 32 · bsum_j: the −32 offset of every quant, applied once.
-            let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), _mm256_cvtepi8_epi16(sc));
+            let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), s16);
             let mut sumi = _mm256_setzero_si256();
             for n in 0..2 {
                 let ql0 = ld256(wb.add(64 * n));
@@ -767,8 +785,10 @@ unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 for (k, qk) in q.into_iter().enumerate() {
                     let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * k));
                     let p = _mm256_maddubs_epi16(qk, y);
-                    sumi =
-                        _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(sc, 8 * n + 2 * k)));
+                    sumi = _mm256_add_epi32(
+                        sumi,
+                        _mm256_madd_epi16(p, scale_pair(&sc, 8 * n + 2 * k)),
+                    );
                 }
             }
             sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(off));
@@ -792,7 +812,7 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
             let d = _mm256_mul_ps(yd, f16x8(wb.add(80)));
             let dmin = _mm256_mul_ps(yd, f16x8(wb.add(82)));
             let raw = ld128(wb);
-            let sc = _mm_and_si128(raw, m4);
+            let sc = scale_halves(_mm256_cvtepi8_epi16(_mm_and_si128(raw, m4)));
             let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(raw), m4));
             let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
             acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
@@ -810,7 +830,7 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                     let prod = _mm256_maddubs_epi16(qp, y);
                     sumi = _mm256_add_epi32(
                         sumi,
-                        _mm256_madd_epi16(prod, scale_pair(sc, 8 * n + 2 * p)),
+                        _mm256_madd_epi16(prod, scale_pair(&sc, 8 * n + 2 * p)),
                     );
                 }
             }
@@ -844,8 +864,25 @@ unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 ),
                 _mm_set1_epi8(32),
             );
+            let s16 = _mm256_cvtepi8_epi16(sc);
+            let sc = scale_halves(s16);
+            // Each quant is q' − 4 with q' = 2 low bits | high-mask bit << 2: the −4 is
+            // applied once per super-block, Σ_j sc_j · 4 · bsum_j.
+            let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), s16);
+            // High-mask bit b (plane b of the 8) moved to bit 2 of each byte; the shifts
+            // never carry a bit across a byte into bit 2.
             let hm = ld256(wb);
-            let mut sumi = _mm256_setzero_si256();
+            let hb = [
+                _mm256_slli_epi16::<2>(hm),
+                _mm256_slli_epi16::<1>(hm),
+                hm,
+                _mm256_srli_epi16::<1>(hm),
+                _mm256_srli_epi16::<2>(hm),
+                _mm256_srli_epi16::<3>(hm),
+                _mm256_srli_epi16::<4>(hm),
+                _mm256_srli_epi16::<5>(hm),
+            ];
+            let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<2>(off));
             for n in 0..2 {
                 let q = ld256(wb.add(32 + 32 * n));
                 let planes = [
@@ -855,16 +892,12 @@ unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                     _mm256_and_si256(_mm256_srli_epi16::<6>(q), m3),
                 ];
                 for (p, qp) in planes.into_iter().enumerate() {
-                    let bit = _mm256_set1_epi8((1u8 << (4 * n + p)) as i8);
-                    let clear =
-                        _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), _mm256_setzero_si256());
-                    let sub = _mm256_and_si256(clear, four);
+                    let qp = _mm256_or_si256(qp, _mm256_and_si256(hb[4 * n + p], four));
                     let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * p));
-                    let prod =
-                        _mm256_sub_epi16(_mm256_maddubs_epi16(qp, y), _mm256_maddubs_epi16(sub, y));
+                    let prod = _mm256_maddubs_epi16(qp, y);
                     sumi = _mm256_add_epi32(
                         sumi,
-                        _mm256_madd_epi16(prod, scale_pair(sc, 8 * n + 2 * p)),
+                        _mm256_madd_epi16(prod, scale_pair(&sc, 8 * n + 2 * p)),
                     );
                 }
             }
