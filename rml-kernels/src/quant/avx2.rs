@@ -32,7 +32,8 @@ type GemvKernel = unsafe fn(*const u8, usize, *const u8, usize, RowKernel, &mut 
 /// available, the type has no kernel here, or the lengths are inconsistent. `cached`
 /// says the rows are hot in cache (a GEMM tile): Q4_0 then runs four rows per pass,
 /// which pays off when compute-bound; streaming (GEMV) the nibble types run
-/// [`gemv_nibbles`], which prepares the activation once per call. The two agree to f32 rounding.
+/// [`gemv_nibbles`], which prepares the activation once per call. The two agree to f32
+/// rounding.
 pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cached: bool) -> bool {
     if !Isa::Avx2.is_supported() || out.is_empty() {
         return out.is_empty();
