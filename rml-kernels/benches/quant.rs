@@ -6,7 +6,9 @@
 //! of the matrix (≥ 96 MB in all) are cycled so the weights stream from DRAM, not the
 //! 32 MiB L3. The `read_bw` group measures plain read bandwidth (a sum of the u64
 //! words of 96 MB of buffers, 1 and 2 threads) in the same run, for the "% of
-//! bandwidth" column (criterion prints GiB/s: multiply by 1.074 for GB/s).
+//! bandwidth" column (criterion prints GiB/s: multiply by 1.074 for GB/s). The
+//! `quant_gemv_cached` group runs a 512×4096 GEMV whose weights stay in cache: the
+//! kernels' compute speed, single thread.
 //!
 //! GEMM: M = 8, 64, 512 activation rows against a 2048×2048 weight matrix, activations
 //! quantized inside the timed call, beside rml's f32 GEMM (`gemm_packed`, weights
@@ -238,6 +240,32 @@ fn gemv(c: &mut Criterion) {
     g.finish();
 }
 
+/// GEMV on a 512×4096 matrix that stays in L2/L3 (one copy, reused): the kernels'
+/// compute speed, to tell a compute-bound type from a bandwidth-bound one.
+fn gemv_cached(c: &mut Criterion) {
+    let mut rng = Rng(0x5151_5151);
+    let mut g = c.benchmark_group("quant_gemv_cached");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(1));
+    let (n, k) = (512usize, 4096usize);
+    for t in TYPES {
+        let w = random_blocks(t, n * k, &mut rng);
+        let a = activations(t, k, &mut rng);
+        g.throughput(Throughput::Bytes(w.len() as u64));
+        let mut out = vec![0f32; n];
+        g.bench_function(format!("{}_{n}x{k}", t.name()), |b| {
+            b.iter_custom(|iters| {
+                time_iters(iters, || {
+                    kq::gemv(t, &w, k, &a, 0..n, &mut out).unwrap();
+                    black_box(&out);
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
 fn gemm(c: &mut Criterion) {
     let mut rng = Rng(0x1234_5678);
     let mut g = c.benchmark_group("quant_gemm");
@@ -294,5 +322,5 @@ fn gemm(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, read_bw, gemv, gemm);
+criterion_group!(benches, read_bw, gemv, gemv_cached, gemm);
 criterion_main!(benches);

@@ -24,12 +24,16 @@ const Q8K_QS: usize = 4;
 const Q8K_BSUMS: usize = 260;
 
 type RowKernel = unsafe fn(*const u8, *const u8, usize) -> f32;
+/// A whole-GEMV kernel: rows at `w` (`rb` apart), activation, blocks per row, the
+/// one-row kernel for a ragged tail, outputs.
+type GemvKernel = unsafe fn(*const u8, usize, *const u8, usize, RowKernel, &mut [f32]);
 
 /// `out[i]` = row `i` of `w` · `a`. Returns false (and does nothing) when AVX2 is not
 /// available, the type has no kernel here, or the lengths are inconsistent. `cached`
 /// says the rows are hot in cache (a GEMM tile): Q4_0 then runs four rows per pass,
-/// which pays off when compute-bound but not when streaming from DRAM. Both produce
-/// the same bits.
+/// which pays off when compute-bound; streaming (GEMV) the nibble types run
+/// [`gemv_nibbles`], which prepares the activation once per call. The two agree to f32
+/// rounding.
 pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cached: bool) -> bool {
     if !Isa::Avx2.is_supported() || out.is_empty() {
         return out.is_empty();
@@ -53,7 +57,22 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cache
     if a.len() != nb * ba || w.len() != out.len() * rb {
         return false;
     }
-    if weight == DType::Q4_0 && cached {
+    let gemv: Option<GemvKernel> = match weight {
+        _ if cached => None,
+        DType::Q4_0 => Some(gemv_nibbles::<18, 2, 0, false, 8>),
+        DType::Q4_1 => Some(gemv_nibbles::<20, 4, 0, true, 0>),
+        DType::Q5_0 => Some(gemv_nibbles::<22, 6, 2, false, 16>),
+        DType::Q5_1 => Some(gemv_nibbles::<24, 8, 4, true, 0>),
+        _ => None,
+    };
+    if let Some(gemv) = gemv {
+        // SAFETY: AVX2/FMA/F16C are present; `w` holds `out.len()` rows of `nb` blocks,
+        // `rb` bytes apart, `a` holds `nb` activation blocks, and `kernel` is the
+        // one-row kernel of `weight`.
+        unsafe { gemv(w.as_ptr(), rb, a.as_ptr(), nb, kernel, out) };
+        return true;
+    }
+    if weight == DType::Q4_0 {
         // Four rows share each activation block; a remainder runs the same code with
         // fewer rows, so every row's result is independent of the grouping. (Streaming
         // from DRAM, four interleaved row streams measured ~2× slower than one.)
@@ -126,6 +145,215 @@ unsafe fn dot_q4_0_rows<const R: usize>(
         }
     }
     core::array::from_fn(|r| hsum_ps(_mm256_add_ps(acc[0][r], acc[1][r])))
+}
+
+// ---------------------------------------------------------------------------------
+// GEMV of the 32-element nibble types: the activation prepared once per call, eight
+// blocks per step
+
+/// Blocks per group of the nibble-type GEMV kernel.
+const GROUP: usize = 8;
+/// Bytes of one prepared activation group: for each block pair (2j, 2j + 1) the quants
+/// 0..16 of both blocks, then 16..32 of both (64 bytes), matching how one 256-bit load
+/// of the pair's nibbles unpacks; then an activation-only term per block (for Q8_0 the
+/// weight type's offset times Σy, i32 × 8; for Q8_1 its `s`, f32 × 8) and the
+/// activation scales (f32 × 8), both in the lane order of [`group_sums`].
+const PREP_BYTES: usize = 4 * 64 + 32 + 32;
+/// Groups prepared per pass (512 blocks, so k ≤ 16384 takes one pass; 20 KiB of stack).
+const PREP_GROUPS: usize = 64;
+/// Byte offsets of the per-block term and of the scales in a prepared group.
+const PREP_TERM: usize = 4 * 64;
+const PREP_SCALE: usize = PREP_TERM + 32;
+
+/// Quantized GEMV of nibble-type rows (`rb` bytes apart, `nb` blocks each, `out.len()`
+/// rows) with one activation row (Q8_0 or, for types with a min, Q8_1). The weight
+/// blocks are BW bytes with the quant nibbles at QS, their 5th bits at QH (Q5_0/Q5_1;
+/// 0 for none), an f16 min after the scale if MIN (Q4_1/Q5_1), and otherwise OFF
+/// subtracted from every quant (8 for Q4_0, 16 for Q5_0). The activation
+/// is rearranged once per call (and per 512 blocks) by [`prep_groups`], which takes the
+/// activation-only work — the offset term, the scale conversion — out of the per-row
+/// loop; each row then runs [`nibble_groups`], and the last `nb mod 8` blocks `tail`
+/// (the one-block kernel).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemv_nibbles<
+    const BW: usize,
+    const QS: usize,
+    const QH: usize,
+    const MIN: bool,
+    const OFF: i8,
+>(
+    w: *const u8,
+    rb: usize,
+    a: *const u8,
+    nb: usize,
+    tail: RowKernel,
+    out: &mut [f32],
+) {
+    let ba = if MIN { 36 } else { 34 };
+    let mut prep = [0u8; PREP_GROUPS * PREP_BYTES];
+    let ng = nb / GROUP;
+    out.fill(0.0);
+    let mut g0 = 0;
+    // SAFETY: the caller guarantees `out.len()` rows of `nb` BW-byte blocks at `w`, `rb`
+    // bytes apart, and `nb` activation blocks at `a`; groups g0..g1 < ng and the tail
+    // blocks lie inside them, and `prep` holds PREP_GROUPS groups.
+    unsafe {
+        while g0 < ng {
+            let g1 = (g0 + PREP_GROUPS).min(ng);
+            prep_groups(a.add(ba * GROUP * g0), MIN, OFF, g1 - g0, prep.as_mut_ptr());
+            for (r, o) in out.iter_mut().enumerate() {
+                let wr = w.add(r * rb + BW * GROUP * g0);
+                *o += hsum_ps(nibble_groups::<BW, QS, QH, MIN>(wr, prep.as_ptr(), g1 - g0));
+            }
+            g0 = g1;
+        }
+        let done = GROUP * ng;
+        if done < nb {
+            for (r, o) in out.iter_mut().enumerate() {
+                *o += tail(w.add(r * rb + BW * done), a.add(ba * done), nb - done);
+            }
+        }
+    }
+}
+
+/// Rearranges `ng` groups of eight activation blocks at `a` (Q8_1 if `q8_1`, else
+/// Q8_0 with the weight's quant `offset`) into the layout of [`PREP_BYTES`] at `dst`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn prep_groups(a: *const u8, q8_1: bool, offset: i8, ng: usize, dst: *mut u8) {
+    let (ba, qs) = if q8_1 { (36, Q8_1_QS) } else { (34, Q8_0_QS) };
+    let off = _mm256_set1_epi8(offset);
+    // SAFETY: the caller guarantees `ng` groups of 8 activation blocks at `a` and
+    // `ng·PREP_BYTES` writable bytes at `dst`.
+    unsafe {
+        for g in 0..ng {
+            let (ag, dg) = (a.add(ba * GROUP * g), dst.add(PREP_BYTES * g));
+            let sums = core::array::from_fn(|j| {
+                let y0 = ag.add(2 * ba * j + qs);
+                let y1 = y0.add(ba);
+                let lo = _mm256_set_m128i(ld128(y1), ld128(y0));
+                let hi = _mm256_set_m128i(ld128(y1.add(16)), ld128(y0.add(16)));
+                _mm256_storeu_si256(dg.add(64 * j).cast(), lo);
+                _mm256_storeu_si256(dg.add(64 * j + 32).cast(), hi);
+                _mm256_add_epi16(_mm256_maddubs_epi16(off, lo), _mm256_maddubs_epi16(off, hi))
+            });
+            if q8_1 {
+                _mm256_storeu_ps(dg.add(PREP_TERM).cast(), f16_group(ag.add(2), ba));
+            } else {
+                _mm256_storeu_si256(dg.add(PREP_TERM).cast(), group_sums(sums));
+            }
+            _mm256_storeu_ps(dg.add(PREP_SCALE).cast(), f16_group(ag, ba));
+        }
+    }
+}
+
+/// Σ over `ng` groups of one nibble-type row at `w` · the prepared activation at `p`,
+/// as 8 lanes to be summed. Per pair of blocks: one 256-bit load of both blocks'
+/// nibbles (low 128 bits block 2j, high 2j + 1), two masks (and the 5th bits, for
+/// QH ≠ 0), two `maddubs` against the prepared halves; per group: [`group_sums`]
+/// (or [`group_sums_wide`] for 5-bit quants), minus the prepared offset term, times
+/// the eight weight scales (converted together) and the activation scales, one FMA
+/// (and for MIN one more, of the eight mins with the prepared `s`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibble_groups<const BW: usize, const QS: usize, const QH: usize, const MIN: bool>(
+    w: *const u8,
+    p: *const u8,
+    ng: usize,
+) -> __m256 {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let x10 = _mm256_set1_epi8(0x10);
+    let mut acc = _mm256_setzero_ps();
+    // SAFETY: the caller guarantees `ng` groups of 8 BW-byte blocks at `w` and `ng`
+    // prepared groups at `p`.
+    unsafe {
+        for g in 0..ng {
+            let (wg, pg) = (w.add(BW * GROUP * g), p.add(PREP_BYTES * g));
+            let sums = core::array::from_fn(|j| {
+                let b0 = wg.add(2 * BW * j);
+                let q = _mm256_set_m128i(ld128(b0.add(BW + QS)), ld128(b0.add(QS)));
+                let mut lo = _mm256_and_si256(q, m4);
+                let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                if QH != 0 {
+                    let (hl, hh) = fifth_bits(u32_at(b0.add(QH)), u32_at(b0.add(BW + QH)));
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(hl, x10));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(hh, x10));
+                }
+                _mm256_add_epi16(
+                    _mm256_maddubs_epi16(lo, ld256(pg.add(64 * j))),
+                    _mm256_maddubs_epi16(hi, ld256(pg.add(64 * j + 32))),
+                )
+            });
+            let mut s = if QH != 0 {
+                group_sums_wide(sums)
+            } else {
+                group_sums(sums)
+            };
+            if !MIN {
+                s = _mm256_sub_epi32(s, ld256(pg.add(PREP_TERM)));
+            }
+            let d = _mm256_mul_ps(
+                f16_group(wg, BW),
+                _mm256_loadu_ps(pg.add(PREP_SCALE).cast()),
+            );
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+            if MIN {
+                let term = _mm256_loadu_ps(pg.add(PREP_TERM).cast());
+                acc = _mm256_fmadd_ps(f16_group(wg.add(2), BW), term, acc);
+            }
+        }
+    }
+    acc
+}
+
+/// The 5th bits of a block pair as byte masks (0xFF where set) in the layout of the
+/// pair's nibbles: for the low nibbles bits 0..16 of `h0` then of `h1`, for the high
+/// nibbles bits 16..32 of each.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn fifth_bits(h0: u32, h1: u32) -> (__m256i, __m256i) {
+    let v = _mm256_set_m128i(_mm_set1_epi32(h1 as i32), _mm_set1_epi32(h0 as i32));
+    let spread = |lo: i64| {
+        let hi = lo + 0x0101_0101_0101_0101;
+        let bytes = _mm256_shuffle_epi8(v, _mm256_set_epi64x(hi, lo, hi, lo));
+        let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+        _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
+    };
+    (spread(0), spread(0x0202_0202_0202_0202))
+}
+
+/// The eight per-block sums of a group from its four pair vectors (pair j: i16 lanes
+/// 0..8 belong to block 2j, 8..16 to block 2j + 1), as i32 lanes in the order
+/// [0, 2, 4, 6, 1, 3, 5, 7]. The i16 partial sums stay exact as long as 16 products
+/// fit in an i16 (4-bit quants × Q8: 16·15·127 < 2¹⁵).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn group_sums(p: [__m256i; 4]) -> __m256i {
+    let h01 = _mm256_hadd_epi16(p[0], p[1]);
+    let h23 = _mm256_hadd_epi16(p[2], p[3]);
+    _mm256_madd_epi16(_mm256_hadd_epi16(h01, h23), _mm256_set1_epi16(1))
+}
+
+/// [`group_sums`] for 5-bit quants, whose 16-product sums can exceed an i16
+/// (16·31·127): widened to i32 after 8 products.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn group_sums_wide(p: [__m256i; 4]) -> __m256i {
+    let ones = _mm256_set1_epi16(1);
+    let h01 = _mm256_madd_epi16(_mm256_hadd_epi16(p[0], p[1]), ones);
+    let h23 = _mm256_madd_epi16(_mm256_hadd_epi16(p[2], p[3]), ones);
+    _mm256_hadd_epi32(h01, h23)
+}
+
+/// The f16 scales at `p + stride·j` of the eight blocks j of a group, converted
+/// together, in the lane order of [`group_sums`]. The halves are gathered with scalar
+/// loads and shifts, which leave the vector pipes free.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_group(p: *const u8, stride: usize) -> __m256 {
+    // SAFETY: the caller guarantees 2 readable bytes at `p + stride·j`, j < 8.
+    let h = |j: usize| u64::from(unsafe { p.add(stride * j).cast::<u16>().read_unaligned() });
+    let even = h(0) | h(2) << 16 | h(4) << 32 | h(6) << 48;
+    let odd = h(1) | h(3) << 16 | h(5) << 32 | h(7) << 48;
+    _mm256_cvtph_ps(_mm_set_epi64x(odd as i64, even as i64))
 }
 
 // ---------------------------------------------------------------------------------
@@ -255,14 +483,31 @@ fn bits_to_bytes(x: u32) -> __m256i {
     _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
 }
 
-/// The i16 scale vector for a 32-element run covering sub-blocks `s` and `s + 1` of
-/// 16: lanes 0..8 hold `sc[s]`, lanes 8..16 hold `sc[s + 1]` (sign-extended from i8).
+/// The 16 i8 scales of a K-quant super-block, sign-extended to i16 (`s16`, as
+/// `_mm256_cvtepi8_epi16` gives them), in the form [`scale_pair`] picks from: scales
+/// 0..8 in both 128-bit halves, then 8..16 in both.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scale_pair(sc: __m128i, s: usize) -> __m256i {
-    let lo = (s as i64) * 0x0101_0101_0101_0101;
-    let hi = (s as i64 + 1) * 0x0101_0101_0101_0101;
-    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_set_epi64x(hi, lo)))
+fn scale_halves(s16: __m256i) -> [__m256i; 2] {
+    [
+        _mm256_permute4x64_epi64::<0x44>(s16),
+        _mm256_permute4x64_epi64::<0xee>(s16),
+    ]
+}
+
+/// The i16 scale vector for a 32-element run covering sub-blocks `s` and `s + 1` (`s`
+/// even) of 16: lanes 0..8 hold scale `s`, lanes 8..16 scale `s + 1`; one in-lane byte
+/// shuffle of [`scale_halves`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scale_pair(halves: &[__m256i; 2], s: usize) -> __m256i {
+    let t = (s % 8) as i16;
+    let lo = ((2 * t + 1) << 8) | (2 * t);
+    let hi = ((2 * t + 3) << 8) | (2 * t + 2);
+    _mm256_shuffle_epi8(
+        halves[s / 8],
+        _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)),
+    )
 }
 
 // ---------------------------------------------------------------------------------
@@ -511,9 +756,10 @@ unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
         for i in 0..nb {
             let (wb, ab) = (w.add(210 * i), a.add(292 * i));
             let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(208)));
-            let sc = ld128(wb.add(192));
+            let s16 = _mm256_cvtepi8_epi16(ld128(wb.add(192)));
+            let sc = scale_halves(s16);
             // Σ_j sc_j · 32 · bsum_j: the −32 offset of every quant, applied once.
-            let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), _mm256_cvtepi8_epi16(sc));
+            let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), s16);
             let mut sumi = _mm256_setzero_si256();
             for n in 0..2 {
                 let ql0 = ld256(wb.add(64 * n));
@@ -540,8 +786,10 @@ unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 for (k, qk) in q.into_iter().enumerate() {
                     let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * k));
                     let p = _mm256_maddubs_epi16(qk, y);
-                    sumi =
-                        _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(sc, 8 * n + 2 * k)));
+                    sumi = _mm256_add_epi32(
+                        sumi,
+                        _mm256_madd_epi16(p, scale_pair(&sc, 8 * n + 2 * k)),
+                    );
                 }
             }
             sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(off));
@@ -565,7 +813,7 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
             let d = _mm256_mul_ps(yd, f16x8(wb.add(80)));
             let dmin = _mm256_mul_ps(yd, f16x8(wb.add(82)));
             let raw = ld128(wb);
-            let sc = _mm_and_si128(raw, m4);
+            let sc = scale_halves(_mm256_cvtepi8_epi16(_mm_and_si128(raw, m4)));
             let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(raw), m4));
             let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
             acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
@@ -583,7 +831,7 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                     let prod = _mm256_maddubs_epi16(qp, y);
                     sumi = _mm256_add_epi32(
                         sumi,
-                        _mm256_madd_epi16(prod, scale_pair(sc, 8 * n + 2 * p)),
+                        _mm256_madd_epi16(prod, scale_pair(&sc, 8 * n + 2 * p)),
                     );
                 }
             }
@@ -617,8 +865,25 @@ unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                 ),
                 _mm_set1_epi8(32),
             );
+            let s16 = _mm256_cvtepi8_epi16(sc);
+            let sc = scale_halves(s16);
+            // Each quant is q' − 4 with q' = 2 low bits | high-mask bit << 2: the −4 is
+            // applied once per super-block, Σ_j sc_j · 4 · bsum_j.
+            let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), s16);
+            // High-mask bit b (plane b of the 8) moved to bit 2 of each byte; the shifts
+            // never carry a bit across a byte into bit 2.
             let hm = ld256(wb);
-            let mut sumi = _mm256_setzero_si256();
+            let hb = [
+                _mm256_slli_epi16::<2>(hm),
+                _mm256_slli_epi16::<1>(hm),
+                hm,
+                _mm256_srli_epi16::<1>(hm),
+                _mm256_srli_epi16::<2>(hm),
+                _mm256_srli_epi16::<3>(hm),
+                _mm256_srli_epi16::<4>(hm),
+                _mm256_srli_epi16::<5>(hm),
+            ];
+            let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<2>(off));
             for n in 0..2 {
                 let q = ld256(wb.add(32 + 32 * n));
                 let planes = [
@@ -628,16 +893,12 @@ unsafe fn dot_q3_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
                     _mm256_and_si256(_mm256_srli_epi16::<6>(q), m3),
                 ];
                 for (p, qp) in planes.into_iter().enumerate() {
-                    let bit = _mm256_set1_epi8((1u8 << (4 * n + p)) as i8);
-                    let clear =
-                        _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), _mm256_setzero_si256());
-                    let sub = _mm256_and_si256(clear, four);
+                    let qp = _mm256_or_si256(qp, _mm256_and_si256(hb[4 * n + p], four));
                     let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * p));
-                    let prod =
-                        _mm256_sub_epi16(_mm256_maddubs_epi16(qp, y), _mm256_maddubs_epi16(sub, y));
+                    let prod = _mm256_maddubs_epi16(qp, y);
                     sumi = _mm256_add_epi32(
                         sumi,
-                        _mm256_madd_epi16(prod, scale_pair(sc, 8 * n + 2 * p)),
+                        _mm256_madd_epi16(prod, scale_pair(&sc, 8 * n + 2 * p)),
                     );
                 }
             }

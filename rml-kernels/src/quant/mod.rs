@@ -210,7 +210,7 @@ pub fn gemm(
 /// `k` elements in `vec_dot_type(weight)`. Output row `i` starts at `out[i·ldo]` and
 /// holds `rows.len()` values, so `ldo ≥ rows.len()` and
 /// `out.len() ≥ (m − 1)·ldo + rows.len()`. Weight rows are processed in tiles that stay
-/// in cache while every activation row passes over them.
+/// in cache while every activation row passes over them; `m = 1` is [`gemv`].
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_quantized(
     weight: DType,
@@ -243,6 +243,10 @@ pub fn gemm_quantized(
             needed: need,
             got: out.len(),
         });
+    }
+    if m == 1 {
+        // One activation row (decode): the rows stream once, as in [`gemv`].
+        return rows_dot(weight, w, acts, &mut out[..nr], false);
     }
     let mut r0 = 0;
     while r0 < nr {
