@@ -30,6 +30,8 @@ use crate::isa;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod gemm_avx2;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod scalar;
@@ -39,6 +41,11 @@ pub use rml_core::quant::vec_dot_type;
 /// Weight rows computed per tile in [`gemm_quantized`]: a tile of weight rows is reused
 /// from cache for every activation row.
 const GEMM_ROW_TILE: usize = 16;
+
+/// Activation rows from which [`gemm_quantized`] runs the register-blocked AVX2
+/// kernel (below, unpacking a weight panel costs more than it saves).
+#[cfg(target_arch = "x86_64")]
+const TILE_MIN_M: usize = 4;
 
 /// True for the weight types these kernels compute with (the ten that have a dot product).
 pub fn is_weight_type(dtype: DType) -> bool {
@@ -243,6 +250,13 @@ pub fn gemm_quantized(
             needed: need,
             got: out.len(),
         });
+    }
+    #[cfg(target_arch = "x86_64")]
+    if m >= TILE_MIN_M
+        && isa::active() == isa::Isa::Avx2
+        && gemm_avx2::gemm(weight, w, k, acts, m, out, ldo)
+    {
+        return Ok(());
     }
     let mut r0 = 0;
     while r0 < nr {
