@@ -128,7 +128,7 @@ impl<F: Format> Tile for B32<F> {
     ) {
         let nb = blocks.len();
         let q = panel.0.as_mut_ptr();
-        // SAFETY (whole body): rows < n of `rb` bytes at `w` hold blocks `blocks`;
+        // SAFETY: rows < n of `rb` bytes at `w` hold blocks `blocks`;
         // every panel index is below quant_vecs + nb·NV ≤ PANEL_VECS (asserted).
         unsafe {
             let scales = q.add(quant_vecs::<F>(nb));
@@ -196,7 +196,7 @@ unsafe fn tile<F: Format, const R: usize>(
     let ones = _mm256_set1_epi16(1);
     let sixteen = _mm256_set1_epi16(16);
     let q = panel.0.as_ptr();
-    // SAFETY (whole body): the panel holds `nb` blocks in the layout of
+    // SAFETY: the panel holds `nb` blocks in the layout of
     // `quant_vecs`; each activation row holds `nb` 34-byte blocks at `acts + i·arb`.
     unsafe {
         let scales = q.add(quant_vecs::<F>(nb));

@@ -187,7 +187,7 @@ impl<F: Format> Tile for KQuant<F> {
         let nv = F::NV;
         let (sc_at, c_at) = (64 * nv, (64 + 64 / F::G) * nv);
         let d_at = c_at + 8 * nv;
-        // SAFETY (whole body): rows < n of `rb` bytes at `w` hold blocks `blocks`;
+        // SAFETY: rows < n of `rb` bytes at `w` hold blocks `blocks`;
         // every panel index is below KCB·sb_vecs ≤ PANEL_VECS (asserted).
         unsafe {
             for (sb, b) in blocks.enumerate() {
@@ -260,7 +260,7 @@ unsafe fn tile<F: Format, const R: usize>(
     let d_at = c_at + 8 * nv;
     // Fixed sizes so the accumulators stay in registers; only NV entries are used.
     let mut acc = [[_mm256_setzero_ps(); 2]; R];
-    // SAFETY (whole body): the panel holds `nb` super-blocks in the layout of
+    // SAFETY: the panel holds `nb` super-blocks in the layout of
     // `sb_vecs`; each activation row holds `nb` Q8_K blocks at `acts + i·arb`.
     unsafe {
         for sb in 0..nb {
