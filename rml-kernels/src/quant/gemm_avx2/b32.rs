@@ -58,6 +58,8 @@ impl Format for Q4_0 {
     const P: usize = 1;
     const NV: usize = 2;
     const MR: usize = 3;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn planes(b: *const u8) -> [__m256i; 2] {
         // SAFETY: an 18-byte block at `b`; AVX2 present (caller).
         let q = unsafe { nibbles(ld128(b.add(2))) };
@@ -71,6 +73,8 @@ impl Format for Q8_0 {
     const P: usize = 2;
     const NV: usize = 1;
     const MR: usize = 4;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn planes(b: *const u8) -> [__m256i; 2] {
         // SAFETY: a 34-byte block at `b`; AVX2 present (caller).
         unsafe {
@@ -119,6 +123,7 @@ impl<F: Format> Tile for B32<F> {
         }
     }
 
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn pack(
         w: *const u8,
         rb: usize,

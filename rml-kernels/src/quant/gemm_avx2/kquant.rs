@@ -81,6 +81,8 @@ impl Format for Q4K {
     const SPLIT: usize = 8;
     const NV: usize = 2;
     const MR: usize = 2;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn unpack(b: *const u8) -> Unpacked {
         let mut u = Unpacked::ZERO;
         // SAFETY: a 144-byte block at `b`; AVX2 present (caller).
@@ -110,6 +112,8 @@ impl Format for Q6K {
     const SPLIT: usize = 2;
     const NV: usize = 2;
     const MR: usize = 2;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn unpack(b: *const u8) -> Unpacked {
         let mut u = Unpacked::ZERO;
         // SAFETY: a 210-byte block at `b`; AVX2 present (caller).
@@ -176,6 +180,7 @@ impl<F: Format> Tile for KQuant<F> {
     ) {
     }
 
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn pack(
         w: *const u8,
         rb: usize,
