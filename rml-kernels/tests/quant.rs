@@ -278,11 +278,11 @@ fn gemm_matches_reference_on_every_isa() {
     for isa in isas() {
         isa::force(isa).unwrap();
         for dtype in WEIGHTS {
-            // K: 19 blocks of 32 or 3 super-blocks (the AVX2 tile kernel's K chunk is
-            // 16 blocks / 2 super-blocks); 37 − 3 weight rows.
+            // K: 33 blocks of 32 or 5 super-blocks (the AVX2 tile kernel's K chunk is
+            // 1024 elements); 37 − 3 weight rows.
             let (n, k) = match (dtype.block_size() == 32, MIRI) {
-                (true, false) => (37, 608),
-                (false, false) => (37, 768),
+                (true, false) => (37, 1056),
+                (false, false) => (37, 1280),
                 (true, true) => (11, 64),
                 (false, true) => (11, 256),
             };

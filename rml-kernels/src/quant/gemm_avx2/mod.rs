@@ -23,16 +23,16 @@ use super::block_bytes;
 use crate::isa::Isa;
 
 /// Activation rows per chunk (bounds the activation table of [`b32`]).
-const MC: usize = 128;
+const MC: usize = 64;
 /// Elements of K per chunk: a multiple of every block size, so a packed panel of
 /// 16 rows stays within [`PANEL_VECS`].
-const KC: usize = 512;
+const KC: usize = 1024;
 /// Most activation rows per micro-kernel call, over every weight type.
 const MAX_MR: usize = 4;
 /// Most weight rows per panel, over every weight type.
 const MAX_ROWS: usize = 16;
 /// 32-byte vectors of the panel buffer; every type asserts that its panel fits.
-const PANEL_VECS: usize = 576;
+const PANEL_VECS: usize = 736;
 
 /// A packed weight panel, aligned for vector loads.
 #[repr(C, align(32))]
