@@ -57,7 +57,7 @@ impl Format for Q4_0 {
     const OFFSET: i32 = 8;
     const P: usize = 1;
     const NV: usize = 2;
-    const MR: usize = 3;
+    const MR: usize = 4;
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn planes(b: *const u8) -> [__m256i; 2] {

@@ -32,7 +32,7 @@ const MAX_MR: usize = 4;
 /// Most weight rows per panel, over every weight type.
 const MAX_ROWS: usize = 16;
 /// 32-byte vectors of the panel buffer; every type asserts that its panel fits.
-const PANEL_VECS: usize = 736;
+const PANEL_VECS: usize = 720;
 
 /// A packed weight panel, aligned for vector loads.
 #[repr(C, align(32))]
