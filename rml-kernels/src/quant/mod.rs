@@ -45,7 +45,7 @@ const GEMM_ROW_TILE: usize = 16;
 /// Activation rows from which [`gemm_quantized`] runs the register-blocked AVX2
 /// kernel (below, unpacking a weight panel costs more than it saves).
 #[cfg(target_arch = "x86_64")]
-const TILE_MIN_M: usize = 4;
+const TILE_MIN_M: usize = 8;
 
 /// True for the weight types these kernels compute with (the ten that have a dot product).
 pub fn is_weight_type(dtype: DType) -> bool {
