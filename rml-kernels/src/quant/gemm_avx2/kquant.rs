@@ -70,9 +70,33 @@ pub(super) struct KQuant<F>(core::marker::PhantomData<F>);
 pub(super) struct Q4K;
 /// Q6_K weights.
 pub(super) struct Q6K;
+/// Q5_K weights.
+pub(super) struct Q5K;
+/// Q2_K weights.
+pub(super) struct Q2K;
+/// Q3_K weights.
+pub(super) struct Q3K;
 
 fn f16(b: [u8; 2]) -> f32 {
     half::f16::from_le_bytes(b).to_f32()
+}
+
+/// d, −dmin, the 8 scales and the mins (per 16 elements) of a Q4_K/Q5_K block.
+///
+/// # Safety
+/// 16 readable bytes at `b`.
+unsafe fn k4_header(b: *const u8, u: &mut Unpacked) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        u.d = f16([*b, *b.add(1)]);
+        u.dc = -f16([*b.add(2), *b.add(3)]);
+        let sm: [u8; 16] = bytemuck::cast(k4_scales_mins(b.add(4)));
+        for j in 0..8 {
+            u.sc[j] = i16::from(sm[j]);
+            u.c[2 * j] = i16::from(sm[8 + j]);
+            u.c[2 * j + 1] = i16::from(sm[8 + j]);
+        }
+    }
 }
 
 impl Format for Q4K {
@@ -87,19 +111,130 @@ impl Format for Q4K {
         let mut u = Unpacked::ZERO;
         // SAFETY: a 144-byte block at `b`; AVX2 present (caller).
         unsafe {
-            u.d = f16([*b, *b.add(1)]);
-            u.dc = -f16([*b.add(2), *b.add(3)]);
-            let sm: [u8; 16] = bytemuck::cast(k4_scales_mins(b.add(4)));
-            for j in 0..8 {
-                u.sc[j] = i16::from(sm[j]);
-                u.c[2 * j] = i16::from(sm[8 + j]);
-                u.c[2 * j + 1] = i16::from(sm[8 + j]);
-            }
+            k4_header(b, &mut u);
             let m4 = _mm256_set1_epi8(0x0f);
             for c in 0..4 {
                 let q = ld256(b.add(16 + 32 * c));
                 u.q[2 * c] = _mm256_and_si256(q, m4);
                 u.q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+            }
+        }
+        u
+    }
+}
+
+impl Format for Q5K {
+    const BYTES: usize = 176;
+    const G: usize = 8;
+    const SPLIT: usize = 4;
+    const NV: usize = 2;
+    const MR: usize = 2;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn unpack(b: *const u8) -> Unpacked {
+        let mut u = Unpacked::ZERO;
+        // SAFETY: a 176-byte block at `b`; AVX2 present (caller).
+        unsafe {
+            k4_header(b, &mut u);
+            let m4 = _mm256_set1_epi8(0x0f);
+            let x10 = _mm256_set1_epi8(0x10);
+            let mut hb = ld256(b.add(16));
+            for c in 0..4 {
+                let q = ld256(b.add(48 + 32 * c));
+                u.q[2 * c] = _mm256_or_si256(
+                    _mm256_and_si256(q, m4),
+                    _mm256_and_si256(_mm256_slli_epi16::<4>(hb), x10),
+                );
+                u.q[2 * c + 1] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
+                    _mm256_and_si256(_mm256_slli_epi16::<3>(hb), x10),
+                );
+                hb = _mm256_srli_epi16::<2>(hb);
+            }
+        }
+        u
+    }
+}
+
+impl Format for Q2K {
+    const BYTES: usize = 84;
+    const G: usize = 4;
+    const SPLIT: usize = 4;
+    const NV: usize = 2;
+    const MR: usize = 2;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn unpack(b: *const u8) -> Unpacked {
+        let mut u = Unpacked::ZERO;
+        // SAFETY: an 84-byte block at `b`; AVX2 present (caller).
+        unsafe {
+            u.d = f16([*b.add(80), *b.add(81)]);
+            u.dc = -f16([*b.add(82), *b.add(83)]);
+            for s in 0..16 {
+                let v = *b.add(s);
+                u.sc[s] = i16::from(v & 0x0f);
+                u.c[s] = i16::from(v >> 4);
+            }
+            let m3 = _mm256_set1_epi8(3);
+            for n in 0..2 {
+                let q = ld256(b.add(16 + 32 * n));
+                u.q[4 * n] = _mm256_and_si256(q, m3);
+                u.q[4 * n + 1] = _mm256_and_si256(_mm256_srli_epi16::<2>(q), m3);
+                u.q[4 * n + 2] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m3);
+                u.q[4 * n + 3] = _mm256_and_si256(_mm256_srli_epi16::<6>(q), m3);
+            }
+        }
+        u
+    }
+}
+
+impl Format for Q3K {
+    const BYTES: usize = 110;
+    const G: usize = 4;
+    const SPLIT: usize = 4;
+    const NV: usize = 2;
+    const MR: usize = 2;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn unpack(b: *const u8) -> Unpacked {
+        let mut u = Unpacked::ZERO;
+        // SAFETY: a 110-byte block at `b`; AVX2 present (caller).
+        unsafe {
+            u.d = f16([*b.add(108), *b.add(109)]);
+            u.dc = u.d;
+            // The 16 6-bit scales: low nibbles from bytes 96..104, high 2 bits from
+            // 104..108, stored with +32.
+            const K1: u32 = 0x0303_0303;
+            const K2: u32 = 0x0f0f_0f0f;
+            let rd = |o: usize| b.add(o).cast::<u32>().read_unaligned();
+            let (u0, u1, u2) = (rd(96), rd(100), rd(104));
+            let sc: [u8; 16] = bytemuck::cast([
+                (u0 & K2) | ((u2 & K1) << 4),
+                (u1 & K2) | (((u2 >> 2) & K1) << 4),
+                ((u0 >> 4) & K2) | (((u2 >> 4) & K1) << 4),
+                ((u1 >> 4) & K2) | (((u2 >> 6) & K1) << 4),
+            ]);
+            for (s, &v) in sc.iter().enumerate() {
+                let v = i16::from(v) - 32;
+                u.sc[s] = v;
+                u.c[s] = -4 * v;
+            }
+            // q = 2 low bits + 4 when the high-mask bit is set; the value is q − 4.
+            let (m3, four) = (_mm256_set1_epi8(3), _mm256_set1_epi8(4));
+            let hm = ld256(b);
+            for n in 0..2 {
+                let q = ld256(b.add(32 + 32 * n));
+                let lows = [
+                    _mm256_and_si256(q, m3),
+                    _mm256_and_si256(_mm256_srli_epi16::<2>(q), m3),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), m3),
+                    _mm256_and_si256(_mm256_srli_epi16::<6>(q), m3),
+                ];
+                for (p, low) in lows.into_iter().enumerate() {
+                    let bit = _mm256_set1_epi8((1u8 << (4 * n + p)) as i8);
+                    let set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+                    u.q[4 * n + p] = _mm256_or_si256(low, _mm256_and_si256(set, four));
+                }
             }
         }
         u
@@ -159,12 +294,15 @@ const fn sb_vecs<F: Format>() -> usize {
     (64 + 64 / F::G + 8 + 2) * F::NV
 }
 
-const _: () = {
-    assert!(KCB * sb_vecs::<Q4K>() <= super::PANEL_VECS);
-    assert!(KCB * sb_vecs::<Q6K>() <= super::PANEL_VECS);
-    assert!(Q4K::MR <= super::MAX_MR && Q6K::MR <= super::MAX_MR);
-    assert!(8 * Q4K::NV <= super::MAX_ROWS && 8 * Q6K::NV <= super::MAX_ROWS);
-};
+const fn fits<F: Format>() -> bool {
+    KCB * sb_vecs::<F>() <= super::PANEL_VECS
+        && F::MR <= super::MAX_MR
+        && 8 * F::NV <= super::MAX_ROWS
+        && F::G % F::SPLIT == 0
+}
+
+const _: () = assert!(fits::<Q2K>() && fits::<Q3K>() && fits::<Q4K>());
+const _: () = assert!(fits::<Q5K>() && fits::<Q6K>());
 
 impl<F: Format> Tile for KQuant<F> {
     const ROWS: usize = 8 * F::NV;

@@ -116,6 +116,9 @@ pub(super) fn gemm(
         DType::Q8_0 => run::<b32::B32<b32::Q8_0>>(&args, weight, out),
         DType::Q4K => run::<kquant::KQuant<kquant::Q4K>>(&args, weight, out),
         DType::Q6K => run::<kquant::KQuant<kquant::Q6K>>(&args, weight, out),
+        DType::Q5K => run::<kquant::KQuant<kquant::Q5K>>(&args, weight, out),
+        DType::Q2K => run::<kquant::KQuant<kquant::Q2K>>(&args, weight, out),
+        DType::Q3K => run::<kquant::KQuant<kquant::Q3K>>(&args, weight, out),
         _ => return false,
     }
     true
