@@ -243,7 +243,7 @@ pub(super) fn nibbles(x: __m128i) -> __m256i {
 /// 32 bits → 32 bytes, 0xFF where the bit is set.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn bits_to_bytes(x: u32) -> __m256i {
+pub(super) fn bits_to_bytes(x: u32) -> __m256i {
     let shuf = _mm256_set_epi64x(
         0x0303_0303_0303_0303,
         0x0202_0202_0202_0202,

@@ -114,6 +114,9 @@ pub(super) fn gemm(
     match weight {
         DType::Q4_0 => run::<b32::B32<b32::Q4_0>>(&args, weight, out),
         DType::Q8_0 => run::<b32::B32<b32::Q8_0>>(&args, weight, out),
+        DType::Q5_0 => run::<b32::B32<b32::Q5_0>>(&args, weight, out),
+        DType::Q4_1 => run::<b32::B32<b32::Q4_1>>(&args, weight, out),
+        DType::Q5_1 => run::<b32::B32<b32::Q5_1>>(&args, weight, out),
         DType::Q4K => run::<kquant::KQuant<kquant::Q4K>>(&args, weight, out),
         DType::Q6K => run::<kquant::KQuant<kquant::Q6K>>(&args, weight, out),
         DType::Q5K => run::<kquant::KQuant<kquant::Q5K>>(&args, weight, out),
