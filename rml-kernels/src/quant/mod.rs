@@ -14,11 +14,11 @@
 //! bit-exact with the reference on every path; dots agree with the reference to f32
 //! rounding (the summation order differs).
 //!
-//! Small-M GEMM: on AVX2, from 8 activation rows, Q4_0, Q8_0, Q4_K and Q6_K run a
+//! Small-M GEMM: on AVX2, from 8 activation rows, every weight type runs a
 //! register-blocked kernel (`gemm_avx2`: weight panels unpacked once per call into a
-//! stack buffer, then an integer micro-kernel per group of activation rows); other
-//! types, other paths and fewer rows run the GEMV row kernels over cache-resident
-//! tiles of weight rows.
+//! stack buffer, then an integer micro-kernel per group of activation rows); the other
+//! paths and fewer rows run the GEMV row kernels over cache-resident tiles of weight
+//! rows.
 //!
 //! Threading: [`gemv`] and [`gemm_quantized`] compute a caller-chosen range of weight
 //! rows, so a host splits `0..n` into disjoint ranges, one per thread, with the
@@ -49,7 +49,8 @@ pub use rml_core::quant::vec_dot_type;
 const GEMM_ROW_TILE: usize = 16;
 
 /// Activation rows from which [`gemm_quantized`] runs the register-blocked AVX2
-/// kernel (below, unpacking a weight panel costs more than it saves).
+/// kernel (measured faster than the row kernels at 8 for every type; fewer rows are
+/// not measured).
 #[cfg(target_arch = "x86_64")]
 const TILE_MIN_M: usize = 8;
 
@@ -224,8 +225,8 @@ pub fn gemm(
 /// holds `rows.len()` values, so `ldo ≥ rows.len()` and
 /// `out.len() ≥ (m − 1)·ldo + rows.len()`. Weight rows are processed in tiles that stay
 /// in cache while every activation row passes over them; on AVX2 with `m ≥ 8` the
-/// Q4_0/Q8_0/Q4_K/Q6_K tiles are unpacked once into a stack buffer (about 40 KiB of
-/// stack) and the results agree with [`gemv`] to f32 rounding, not bit for bit.
+/// tiles are unpacked once into a stack buffer (about 40 KiB of stack) and the results
+/// agree with [`gemv`] to f32 rounding, not bit for bit.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_quantized(
     weight: DType,
