@@ -296,7 +296,7 @@ const fn sb_vecs<F: Format>() -> usize {
 
 const fn fits<F: Format>() -> bool {
     KCB * sb_vecs::<F>() <= super::PANEL_VECS
-        && F::MR <= super::MAX_MR
+        && F::MR <= 2 // the dispatch in `tile` covers 1 and 2 rows
         && 8 * F::NV <= super::MAX_ROWS
         && F::G % F::SPLIT == 0
 }
@@ -379,8 +379,6 @@ impl<F: Format> Tile for KQuant<F> {
         // SAFETY: forwarded from the caller.
         unsafe {
             match mr {
-                4 => tile::<F, 4>(panel, nb, acts, arb, out),
-                3 => tile::<F, 3>(panel, nb, acts, arb, out),
                 2 => tile::<F, 2>(panel, nb, acts, arb, out),
                 _ => tile::<F, 1>(panel, nb, acts, arb, out),
             }

@@ -97,7 +97,6 @@ trait Tile {
 /// Runs the register-blocked GEMM when AVX2 is present and `weight` has a kernel
 /// here; returns false otherwise (the caller runs the row kernels). `w` holds the
 /// computed weight rows only; lengths were checked by the caller.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn gemm(
     weight: DType,
     w: &[u8],
