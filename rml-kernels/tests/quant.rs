@@ -136,6 +136,42 @@ fn dequantizers_are_bit_exact_on_every_isa() {
     isa::force(isa::detect()).unwrap();
 }
 
+/// Asserts that `got` (one output of a kernel) matches the reference dot of the
+/// weight row `w` with the activation row `a` to f32 rounding, and the f64 dot of
+/// their dequantized values `wdq`, `adq` to the activation quantization's error.
+fn assert_dot_close(
+    dtype: DType,
+    w: &[u8],
+    a: &[u8],
+    wdq: &[f32],
+    adq: &[f32],
+    got: f32,
+    ctx: &str,
+) {
+    let want = with_aligned(w, |w| with_aligned(a, |a| rq::dot_bytes(dtype, w, a))).unwrap();
+    let f64dot: f64 = wdq
+        .iter()
+        .zip(adq)
+        .map(|(x, y)| *x as f64 * *y as f64)
+        .sum();
+    let mag: f64 = wdq
+        .iter()
+        .zip(adq)
+        .map(|(x, y)| (*x as f64 * *y as f64).abs())
+        .sum();
+    let tol = 2e-6 * mag + 1e-30;
+    assert!(
+        (got as f64 - want as f64).abs() <= tol,
+        "{ctx}: kernel {got} vs reference {want}"
+    );
+    // The min terms of Q4_1/Q5_1 use the f16-rounded s = d·Σq of Q8_1.
+    let tol_f = 1e-3 * mag + 1e-30;
+    assert!(
+        (got as f64 - f64dot).abs() <= tol_f,
+        "{ctx}: kernel {got} vs f32 dot {f64dot}"
+    );
+}
+
 /// GEMV on `n` rows against the reference dot of each row, and against the f32 dot of
 /// the dequantized operands.
 fn check_gemv(dtype: DType, n: usize, k: usize, rng: &mut Rng, isa: Isa) {
@@ -152,31 +188,9 @@ fn check_gemv(dtype: DType, n: usize, k: usize, rng: &mut Rng, isa: Isa) {
         let mut out = vec![f32::NAN; rows.len()];
         kq::gemv(dtype, &wm[1..], k, &am[1..], rows.clone(), &mut out).unwrap();
         for (r, got) in rows.clone().zip(&out) {
-            let row = &w[r * rb..(r + 1) * rb];
-            let want =
-                with_aligned(row, |w| with_aligned(&a, |a| rq::dot_bytes(dtype, w, a))).unwrap();
-            let wr = &wdq[r * k..(r + 1) * k];
-            let f64dot: f64 = wr
-                .iter()
-                .zip(&adq)
-                .map(|(x, y)| *x as f64 * *y as f64)
-                .sum();
-            let mag: f64 = wr
-                .iter()
-                .zip(&adq)
-                .map(|(x, y)| (*x as f64 * *y as f64).abs())
-                .sum();
-            let tol = 2e-6 * mag + 1e-30;
-            assert!(
-                (*got as f64 - want as f64).abs() <= tol,
-                "{isa:?} {dtype} row {r}: kernel {got} vs reference {want}"
-            );
-            // The min terms of Q4_1/Q5_1 use the f16-rounded s = d·Σq of Q8_1.
-            let tol_f = 1e-3 * mag + 1e-30;
-            assert!(
-                (*got as f64 - f64dot).abs() <= tol_f,
-                "{isa:?} {dtype} row {r}: kernel {got} vs f32 dot {f64dot}"
-            );
+            let ctx = format!("{isa:?} {dtype} row {r}");
+            let (wr, wd) = (&w[r * rb..(r + 1) * rb], &wdq[r * k..(r + 1) * k]);
+            assert_dot_close(dtype, wr, &a, wd, &adq, *got, &ctx);
         }
     }
     // dot() is the one-row GEMV.
@@ -209,51 +223,73 @@ fn gemv_matches_reference_on_every_isa() {
     isa::force(isa::detect()).unwrap();
 }
 
+/// Small-M GEMM of `m` rows against the reference dot of every (row, weight row)
+/// pair. The weight range is ragged (not a multiple of the 8- or 16-row panels) and
+/// `k` spans more than one K chunk of the AVX2 tile kernel.
+fn check_gemm(dtype: DType, m: usize, n: usize, k: usize, rng: &mut Rng, isa: Isa) {
+    let act_t = vec_dot_type(dtype).unwrap();
+    let w = ref_quantize(dtype, &rng.data(n * k));
+    let x = rng.data(m * k);
+    let rb = dtype.storage_bytes(k).unwrap();
+    let wdq = ref_dequantize(dtype, &w);
+    let rows = 3..n;
+    let ldo = rows.len() + 2;
+    let mut out = vec![f32::NAN; (m - 1) * ldo + rows.len()];
+    let mut scratch = vec![0u8; kq::gemm_scratch_len(dtype, m, k).unwrap() + 1];
+    let wm = misaligned(&w);
+    kq::gemm(
+        dtype,
+        &wm[1..],
+        k,
+        &x,
+        m,
+        rows.clone(),
+        &mut out,
+        ldo,
+        &mut scratch[1..],
+    )
+    .unwrap();
+    for i in 0..m {
+        let a = ref_quantize(act_t, &x[i * k..(i + 1) * k]);
+        let adq = ref_dequantize(act_t, &a);
+        for (j, r) in rows.clone().enumerate() {
+            let ctx = format!("{isa:?} {dtype} m {m} k {k} act row {i} weight row {r}");
+            let (wr, wd) = (&w[r * rb..(r + 1) * rb], &wdq[r * k..(r + 1) * k]);
+            assert_dot_close(dtype, wr, &a, wd, &adq, out[i * ldo + j], &ctx);
+        }
+        // The gap between output rows is left alone.
+        if i + 1 < m {
+            assert!(
+                out[i * ldo + rows.len()..(i + 1) * ldo]
+                    .iter()
+                    .all(|v| v.is_nan())
+            );
+        }
+    }
+}
+
 #[test]
-fn gemm_matches_gemv_per_row_on_every_isa() {
+fn gemm_matches_reference_on_every_isa() {
     let _g = ISA_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut rng = Rng(4);
-    let (n, k, m) = if MIRI { (6, 256, 2) } else { (37, 512, 5) };
+    let ms: &[usize] = if MIRI {
+        &[1, 2]
+    } else {
+        &[1, 2, 3, 5, 8, 11, 17, 64, 65, 130]
+    };
     for isa in isas() {
         isa::force(isa).unwrap();
         for dtype in WEIGHTS {
-            let act_t = vec_dot_type(dtype).unwrap();
-            let w = ref_quantize(dtype, &rng.data(n * k));
-            let x = rng.data(m * k);
-            let rows = 3..n;
-            let ldo = rows.len() + 2;
-            let mut out = vec![f32::NAN; (m - 1) * ldo + rows.len()];
-            let mut scratch = vec![0u8; kq::gemm_scratch_len(dtype, m, k).unwrap() + 1];
-            kq::gemm(
-                dtype,
-                &w,
-                k,
-                &x,
-                m,
-                rows.clone(),
-                &mut out,
-                ldo,
-                &mut scratch[1..],
-            )
-            .unwrap();
-            let wdq = ref_dequantize(dtype, &w);
-            for i in 0..m {
-                let a = ref_quantize(act_t, &x[i * k..(i + 1) * k]);
-                let adq = ref_dequantize(act_t, &a);
-                let mut want = vec![0f32; rows.len()];
-                kq::gemv(dtype, &w, k, &a, rows.clone(), &mut want).unwrap();
-                // GEMV may sum in another order than the GEMM tiles (Q4_0 on AVX2).
-                for (r, (got, want)) in rows.clone().zip(out[i * ldo..].iter().zip(&want)) {
-                    let mag: f32 = wdq[r * k..(r + 1) * k]
-                        .iter()
-                        .zip(&adq)
-                        .map(|(x, y)| (x * y).abs())
-                        .sum();
-                    assert!(
-                        (got - want).abs() <= 2e-6 * mag,
-                        "{isa:?} {dtype} activation row {i}, weight row {r}: {got} vs {want}"
-                    );
-                }
+            // K: 33 blocks of 32 or 5 super-blocks (the AVX2 tile kernel's K chunk is
+            // 1024 elements); 37 − 3 weight rows.
+            let (n, k) = match (dtype.block_size() == 32, MIRI) {
+                (true, false) => (37, 1056),
+                (false, false) => (37, 1280),
+                (true, true) => (8, 64),
+                (false, true) => (8, 256),
+            };
+            for &m in ms {
+                check_gemm(dtype, m, n, k, &mut rng, isa);
             }
         }
     }

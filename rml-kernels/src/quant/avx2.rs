@@ -362,7 +362,7 @@ unsafe fn f16_group(p: *const u8, stride: usize) -> __m256 {
 /// Loads 32 bytes from `p`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn ld256(p: *const u8) -> __m256i {
+pub(super) unsafe fn ld256(p: *const u8) -> __m256i {
     // SAFETY: the caller guarantees 32 readable bytes at `p`; the load is unaligned.
     unsafe { _mm256_loadu_si256(p.cast()) }
 }
@@ -370,7 +370,7 @@ unsafe fn ld256(p: *const u8) -> __m256i {
 /// Loads 16 bytes from `p`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn ld128(p: *const u8) -> __m128i {
+pub(super) unsafe fn ld128(p: *const u8) -> __m128i {
     // SAFETY: the caller guarantees 16 readable bytes at `p`; the load is unaligned.
     unsafe { _mm_loadu_si128(p.cast()) }
 }
@@ -463,7 +463,7 @@ fn mul_sum_ss8(x: __m256i, y: __m256i) -> __m256i {
 /// 16 bytes of nibbles → 32 bytes: low nibbles first (elements 0..16), then high.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn nibbles(x: __m128i) -> __m256i {
+pub(super) fn nibbles(x: __m128i) -> __m256i {
     let hi = _mm_srli_epi16::<4>(x);
     _mm256_and_si256(_mm256_set_m128i(hi, x), _mm256_set1_epi8(0x0f))
 }
@@ -471,7 +471,7 @@ fn nibbles(x: __m128i) -> __m256i {
 /// 32 bits → 32 bytes, 0xFF where the bit is set.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn bits_to_bytes(x: u32) -> __m256i {
+pub(super) fn bits_to_bytes(x: u32) -> __m256i {
     let shuf = _mm256_set_epi64x(
         0x0303_0303_0303_0303,
         0x0202_0202_0202_0202,
@@ -635,7 +635,7 @@ unsafe fn dot_q5_1(w: *const u8, a: *const u8, nb: usize) -> f32 {
 
 /// The 8 scales (bytes 0..8) and 8 mins (bytes 8..16) of a Q4_K/Q5_K block.
 #[inline]
-unsafe fn k4_scales_mins(p: *const u8) -> [u32; 4] {
+pub(super) unsafe fn k4_scales_mins(p: *const u8) -> [u32; 4] {
     const M1: u32 = 0x3f3f_3f3f;
     const M2: u32 = 0x0f0f_0f0f;
     const M3: u32 = 0x0303_0303;
