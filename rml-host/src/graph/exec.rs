@@ -17,6 +17,7 @@ use rml_core::ops::conv::Conv2dParams;
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
+use super::attention::{Attention, Mask};
 use super::batch_norm::{ChannelParams, batch_norm};
 use super::batched_matmul::matmul;
 use super::buffer::{Buffer, DenseTensor};
@@ -502,6 +503,11 @@ impl Ctx<'_> {
     /// rml-core call ([`fill`]); `None` when it is not.
     fn native(&self, index: usize, arena: &mut [u64]) -> Option<Result<(), GraphError>> {
         let node = &self.graph.nodes[index];
+        if let Op::Attention { causal, scale } = node.op
+            && self.attention(index, causal, scale, arena).is_some()
+        {
+            return Some(Ok(()));
+        }
         let f32 = |v: &ValueId| self.graph.values[*v].ty.dtype == DType::F32;
         let fits = node.outputs.len() == 1
             && node.inputs.len() <= MAX_FILL_INPUTS
@@ -633,6 +639,65 @@ impl Ctx<'_> {
         let chunks = self.chunks(co / p.groups, work);
         conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
         true
+    }
+
+    /// Runs an f32 `scaled_dot_product_attention` on the GEMM and the row softmax
+    /// ([`Attention`]), query blocks split across threads; `None` (nothing written)
+    /// when the operands do not fit it, leaving the node to the interpreter.
+    fn attention(
+        &self,
+        index: usize,
+        causal: bool,
+        scale: Option<f32>,
+        arena: &mut [u64],
+    ) -> Option<()> {
+        let node = &self.graph.nodes[index];
+        let dtype = |v: ValueId| self.graph.values[v].ty.dtype;
+        let out = *node.outputs.first()?;
+        if dtype(out) != DType::F32 || node.inputs.len() > MAX_IO {
+            return None;
+        }
+        let mut ins = [None; MAX_IO];
+        for (slot, v) in ins.iter_mut().zip(&node.inputs) {
+            *slot = v.and_then(|v| self.region(v));
+        }
+        let io = split(arena, &[self.region(out)?], &ins[..node.inputs.len()]);
+        let value = |i: usize| node.inputs.get(i).copied().flatten();
+        let operand = |i: usize| {
+            let v = value(i).filter(|&v| dtype(v) == DType::F32)?;
+            let data = f32_input(self.consts, self.plan, v, io.ins[i]);
+            Some((data, self.plan.shapes[v].dims()))
+        };
+        let mask = match value(3) {
+            None => None,
+            Some(v) => {
+                let n = self.plan.shapes[v].numel();
+                let data = match (dtype(v), io.ins[3], self.consts.get(v)) {
+                    (DType::Bool, Some(w), _) => {
+                        Mask::Keep(&bytemuck::cast_slice::<u64, u8>(w)[..n])
+                    }
+                    (DType::Bool, None, Some((_, Buffer::Bool(d)))) => Mask::Keep(d),
+                    (DType::F32, w, _) => Mask::Add(f32_input(self.consts, self.plan, v, w)),
+                    _ => return None,
+                };
+                Some((data, self.plan.shapes[v].dims()))
+            }
+        };
+        let attention = Attention {
+            q: operand(0)?,
+            k: operand(1)?,
+            v: operand(2)?,
+            mask,
+            causal,
+            scale,
+        };
+        let shape = &self.plan.shapes[out];
+        let layout = attention.layout(shape.dims())?;
+        let [o, ..] = io.outs;
+        let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
+        let chunks = self.chunks(layout.units(), layout.work());
+        attention.run(&layout, words, chunks, &|n, f| self.parallel(n, f));
+        Some(())
     }
 
     /// An arena-held input's elements.
