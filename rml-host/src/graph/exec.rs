@@ -10,6 +10,7 @@
 //! convolutions, other norms, reductions, matmul); data movement, attention and
 //! integer ops copy through the reference interpreter and allocate.
 
+use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -586,7 +587,7 @@ impl Ctx<'_> {
         {
             return Some(Ok(()));
         }
-        let result = match row_kernel(&node.op, &views, words) {
+        let result = match self.row_kernels(&node.op, &views, words) {
             Some(done) => done,
             None => {
                 let mut view = TensorViewMut::new(words, shape).ok()?;
@@ -639,6 +640,46 @@ impl Ctx<'_> {
         let chunks = self.chunks(co / p.groups, work);
         conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
         true
+    }
+
+    /// [`row_kernel`] over all rows of the node's input, split by rows across
+    /// threads when the work is worth it; `None` when the op does not fit a row
+    /// kernel.
+    fn row_kernels(
+        &self,
+        op: &Op,
+        views: &[Option<TensorView<'_, f32>>],
+        y: &mut [f32],
+    ) -> Option<rml_core::Result<()>> {
+        let x = views.first()?.as_ref()?;
+        let cols = x.shape().dims().last().copied()?;
+        let rows = x.shape().numel().checked_div(cols)?;
+        // About four passes over each element (statistics, normalize, affine).
+        let chunks = self.chunks(rows, y.len().saturating_mul(4));
+        if chunks == 1 {
+            return row_kernel(op, views, 0..rows, y);
+        }
+        row_kernel(op, views, 0..0, &mut [])?.ok()?;
+        let slots: [Mutex<Option<&mut [f32]>>; MAX_CHUNKS] =
+            std::array::from_fn(|_| Mutex::new(None));
+        let mut rest = y;
+        for (c, slot) in slots.iter().enumerate().take(chunks) {
+            let len = chunk_range(rows, chunks, c).len() * cols;
+            let (head, tail) = rest.split_at_mut(len.min(rest.len()));
+            *slot.lock().expect("fresh mutex") = Some(head);
+            rest = tail;
+        }
+        let failed = Mutex::new(None);
+        self.parallel(chunks, |c| {
+            if let Some(piece) = slots[c].lock().ok().and_then(|mut s| s.take())
+                && let Some(Err(e)) = row_kernel(op, views, chunk_range(rows, chunks, c), piece)
+                && let Ok(mut f) = failed.lock()
+            {
+                *f = Some(e);
+            }
+        });
+        let failed = failed.into_inner().ok().flatten();
+        Some(failed.map_or(Ok(()), Err))
     }
 
     /// Runs an f32 `scaled_dot_product_attention` on the GEMM and the row softmax
@@ -720,19 +761,20 @@ fn vector<'v>(views: &[Option<TensorView<'v, f32>>], i: usize) -> Option<Option<
     }
 }
 
-/// Runs `layer_norm` / `rms_norm` / `softmax` with rml-kernels' row kernels when
-/// the normalized axis is the contiguous last axis alone and every affine parameter
-/// is one value per column; `None` otherwise (the caller falls back to rml-core).
-/// The kernels vectorize the row sums, so results differ from the interpreter's by
-/// rounding (bounds in `docs/kernels.md`).
+/// Runs `layer_norm` / `rms_norm` / `softmax` with rml-kernels' row kernels on rows
+/// `rows` of `x` into `y` (which holds exactly those rows) when the normalized axis
+/// is the contiguous last axis alone and every affine parameter is one value per
+/// column; `None` otherwise (the caller falls back to rml-core). The kernels
+/// vectorize the row sums, so results differ from the interpreter's by rounding
+/// (bounds in `docs/kernels.md`); a row's result does not depend on `rows`.
 fn row_kernel(
     op: &Op,
     views: &[Option<TensorView<'_, f32>>],
+    rows: Range<usize>,
     y: &mut [f32],
 ) -> Option<rml_core::Result<()>> {
     let x = views.first()?.as_ref()?;
     let cols = x.shape().dims().last().copied()?;
-    let rows = x.shape().numel().checked_div(cols)?;
     let xs = x.as_slice().ok()?;
     // An optional per-column parameter: `Some(None)` when absent, `None` when its
     // shape does not fit the row kernel.
@@ -746,21 +788,15 @@ fn row_kernel(
         Op::LayerNorm { axis, epsilon } if x.shape().axis(axis).ok()? == last => {
             let (gamma, beta) = (param(1)?, param(2)?);
             Some(norm::layer_norm_rows(
-                xs,
-                cols,
-                0..rows,
-                gamma,
-                beta,
-                epsilon,
-                y,
+                xs, cols, rows, gamma, beta, epsilon, y,
             ))
         }
         Op::RmsNorm { epsilon } => {
             let gamma = param(1)?;
-            Some(norm::rms_norm_rows(xs, cols, 0..rows, gamma, epsilon, y))
+            Some(norm::rms_norm_rows(xs, cols, rows, gamma, epsilon, y))
         }
         Op::Softmax { log: false, axis } if x.shape().axis(axis).ok()? == last => {
-            Some(softmax::softmax_rows(xs, cols, 0..rows, y))
+            Some(softmax::softmax_rows(xs, cols, rows, y))
         }
         _ => None,
     }
