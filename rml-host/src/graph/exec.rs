@@ -4,10 +4,10 @@
 //! shapes, a run on one thread allocates nothing on the heap as long as every step
 //! is fused, linear (packed GEMM, scratch sized at compile time), an alias, or an
 //! f32 node that is one rml-kernels row kernel (last-axis layer/RMS norm, softmax),
-//! a `conv2d` as im2col + GEMM or a `matmul` of two activations on the GEMM
-//! (per-thread buffers, grown once), a `max_pool2d` or `batch_norm` on slices, or one
-//! rml-core call writing into the arena (other pooling and
-//! convolutions, other norms, reductions, matmul); data movement, attention and
+//! a `conv2d` as im2col + GEMM, a `matmul` of two activations or an attention on the
+//! GEMM (per-thread buffers, grown once), a `max_pool2d` or `batch_norm` on slices, or
+//! one rml-core call writing into the arena (other pooling and
+//! convolutions, other norms, reductions, matmul); data movement and
 //! integer ops copy through the reference interpreter and allocate.
 
 use std::ops::Range;
