@@ -50,16 +50,57 @@ impl Mask<'_> {
     }
 }
 
-/// One attention's operands, each row-major with its dims: `q [..., Sq, D]`,
-/// `k [..., Sk, D]`, `v [..., Sk, Dv]`, an optional mask broadcasting to the scores
-/// `[..., Sq, Sk]`; leading axes broadcast.
+/// An f32 operand: a row-major tensor `dims`, seen through the axis permutation
+/// `perm` (axis `a` of the view is axis `perm[a]` of the tensor, as `transpose`;
+/// empty: no permutation).
+#[derive(Clone, Copy, Debug)]
+pub struct Operand<'a> {
+    /// The tensor's elements.
+    pub data: &'a [f32],
+    /// The tensor's dims.
+    pub dims: &'a [usize],
+    /// The view's axis order.
+    pub perm: &'a [usize],
+}
+
+impl Operand<'_> {
+    /// The view's dims and strides (in elements); `None` when `perm` is not a
+    /// permutation of the axes or the data does not hold `dims`.
+    fn view(&self) -> Option<([usize; MAX_RANK], [usize; MAX_RANK], usize)> {
+        let rank = self.dims.len();
+        if rank > MAX_RANK || self.data.len() != numel(self.dims) {
+            return None;
+        }
+        let strides = row_major(self.dims);
+        let (mut dims, mut view_strides) = ([0; MAX_RANK], strides);
+        dims[..rank].copy_from_slice(self.dims);
+        if !self.perm.is_empty() {
+            let mut seen = [false; MAX_RANK];
+            if self.perm.len() != rank {
+                return None;
+            }
+            for (a, &p) in self.perm.iter().enumerate() {
+                if p >= rank || std::mem::replace(&mut seen[p], true) {
+                    return None;
+                }
+                dims[a] = self.dims[p];
+                view_strides[a] = strides[p];
+            }
+        }
+        Some((dims, view_strides, rank))
+    }
+}
+
+/// One attention's operands: `q [..., Sq, D]`, `k [..., Sk, D]`, `v [..., Sk, Dv]`
+/// (each possibly read through a permutation), an optional row-major mask
+/// broadcasting to the scores `[..., Sq, Sk]`; leading axes broadcast.
 pub struct Attention<'a> {
     /// Queries.
-    pub q: (&'a [f32], &'a [usize]),
+    pub q: Operand<'a>,
     /// Keys.
-    pub k: (&'a [f32], &'a [usize]),
+    pub k: Operand<'a>,
     /// Values.
-    pub v: (&'a [f32], &'a [usize]),
+    pub v: Operand<'a>,
     /// The mask, if any.
     pub mask: Option<(Mask<'a>, &'a [usize])>,
     /// Mask key `j` for query `i` when `j > i`.
@@ -80,28 +121,39 @@ pub struct Layout {
     dv: usize,
     /// Batch-axis strides of q, k, v and the mask.
     strides: [[usize; MAX_RANK]; 4],
+    /// Row and column strides of q, k and v.
+    matrices: [[usize; 2]; 3],
     /// The mask's strides along the query and key axes.
     mask_rows: [usize; 2],
 }
 
-/// The strides of the row-major axes `dims` over `target` (aligned from the right,
-/// 0 on broadcast axes), for a tensor whose last axis of `dims` steps by `inner`
-/// elements; `None` when `dims` does not broadcast to `target`.
-fn broadcast_strides(dims: &[usize], target: &[usize], inner: usize) -> Option<[usize; MAX_RANK]> {
-    let (rank, lead) = (target.len(), target.len().checked_sub(dims.len())?);
-    let mut strides = [0; MAX_RANK];
-    let mut step = inner;
-    for a in (0..rank).rev() {
-        let Some(&size) = a.checked_sub(lead).and_then(|i| dims.get(i)) else {
-            continue;
-        };
-        if size != target[a] && size != 1 {
+/// The strides of axes `dims` (with strides `strides`) over `target`, aligned from
+/// the right, 0 on broadcast axes; `None` when `dims` does not broadcast to `target`.
+fn broadcast_strides(
+    dims: &[usize],
+    strides: &[usize],
+    target: &[usize],
+) -> Option<[usize; MAX_RANK]> {
+    let lead = target.len().checked_sub(dims.len())?;
+    let mut out = [0; MAX_RANK];
+    for (i, (&size, &stride)) in dims.iter().zip(strides).enumerate() {
+        if size != target[lead + i] && size != 1 {
             return None;
         }
-        strides[a] = if size == 1 { 0 } else { step };
-        step = step.checked_mul(size)?;
+        out[lead + i] = if size == 1 { 0 } else { stride };
     }
-    Some(strides)
+    Some(out)
+}
+
+/// Row-major strides of `dims`.
+fn row_major(dims: &[usize]) -> [usize; MAX_RANK] {
+    let mut strides = [0; MAX_RANK];
+    let mut step = 1;
+    for (s, &d) in strides.iter_mut().zip(dims).rev() {
+        *s = step;
+        step *= d;
+    }
+    strides
 }
 
 /// Splits `dims` into its leading (batch) axes and its last two sizes.
@@ -118,34 +170,29 @@ impl Attention<'_> {
     /// interpreter, which reports what is wrong.
     pub fn layout(&self, out: &[usize]) -> Option<Layout> {
         let (batch, sq, dv) = matrix(out)?;
-        let ((_, q_rows, d), (_, sk, k_cols), (_, v_rows, v_cols)) =
-            (matrix(self.q.1)?, matrix(self.k.1)?, matrix(self.v.1)?);
         let rank = batch.len();
+        let (q, k, v) = (self.q.view()?, self.k.view()?, self.v.view()?);
+        let (_, q_rows, d) = matrix(&q.0[..q.2])?;
+        let (_, sk, k_cols) = matrix(&k.0[..k.2])?;
+        let (_, v_rows, v_cols) = matrix(&v.0[..v.2])?;
         let fits = out.len() <= MAX_RANK
             && (q_rows, k_cols, v_rows, v_cols) == (sq, d, sk, dv)
-            && [sq, sk, d, dv].iter().all(|&n| n > 0)
-            && [self.q, self.k, self.v]
-                .iter()
-                .all(|(data, dims)| dims.len() <= out.len() && data.len() == numel(dims));
+            && [sq, sk, d, dv].iter().all(|&n| n > 0);
         if !fits {
             return None;
         }
-        let operand = |dims: &[usize]| {
-            let (lead, rows, cols) = matrix(dims)?;
-            broadcast_strides(lead, batch, rows * cols)
+        let operand = |(dims, strides, r): ([usize; MAX_RANK], [usize; MAX_RANK], usize)| {
+            let batch_strides = broadcast_strides(&dims[..r - 2], &strides[..r - 2], batch)?;
+            Some((batch_strides, [strides[r - 2], strides[r - 1]]))
         };
-        let mut strides = [
-            operand(self.q.1)?,
-            operand(self.k.1)?,
-            operand(self.v.1)?,
-            [0; MAX_RANK],
-        ];
+        let ((qs, qm), (ks, km), (vs, vm)) = (operand(q)?, operand(k)?, operand(v)?);
+        let mut strides = [qs, ks, vs, [0; MAX_RANK]];
         let mut mask_rows = [0; 2];
         if let Some((mask, dims)) = self.mask {
             let mut scores = [0; MAX_RANK];
             scores[..rank].copy_from_slice(batch);
             scores[rank..rank + 2].copy_from_slice(&[sq, sk]);
-            let all = broadcast_strides(dims, &scores[..rank + 2], 1)?;
+            let all = broadcast_strides(dims, &row_major(dims), &scores[..rank + 2])?;
             if mask.len() != numel(dims) {
                 return None;
             }
@@ -163,6 +210,7 @@ impl Attention<'_> {
             d,
             dv,
             strides,
+            matrices: [qm, km, vm],
             mask_rows,
         })
     }
@@ -231,10 +279,11 @@ impl Attention<'_> {
         };
         let [qo, ko, vo, mo] = l.offsets(entry);
         let (d, dv) = (l.d, l.dv);
+        let [[qr, qc], [kr, kc], [vr, vc]] = l.matrices;
         let scale = self.scale.unwrap_or(1.0 / (d as f32).sqrt());
         let s = &mut scores[..rows * keys];
-        let q = MatRef::new(&self.q.0[qo + first * d..], rows, d, d, 1)?;
-        let k = MatRef::new(&self.k.0[ko..], keys, d, d, 1)?;
+        let q = MatRef::new(&self.q.data[qo + first * qr..], rows, d, qr, qc)?;
+        let k = MatRef::new(&self.k.data[ko..], keys, d, kr, kc)?;
         gemm::gemm(
             scale,
             q,
@@ -269,7 +318,7 @@ impl Attention<'_> {
         }
         softmax_rows_inplace(s, keys)?;
         let p = MatRef::row_major(s, rows, keys)?;
-        let v = MatRef::new(&self.v.0[vo..], keys, dv, dv, 1)?;
+        let v = MatRef::new(&self.v.data[vo..], keys, dv, vr, vc)?;
         gemm::gemm(1.0, p, v, 0.0, MatMut::row_major(out, rows, dv)?, scratch)
     }
 }

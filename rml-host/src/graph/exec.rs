@@ -18,7 +18,7 @@ use rml_core::ops::conv::Conv2dParams;
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
-use super::attention::{Attention, Mask};
+use super::attention::{Attention, Mask, Operand};
 use super::batch_norm::{ChannelParams, batch_norm};
 use super::batched_matmul::matmul;
 use super::buffer::{Buffer, DenseTensor};
@@ -308,6 +308,17 @@ impl Ctx<'_> {
                 Ok(())
             }
             StepKind::Node(node) => self.node(*node, arena),
+            StepKind::Attention { node, operands } => {
+                let [q, k, v] = operands;
+                let operands = [(q.0, &q.1[..]), (k.0, &k.1[..]), (v.0, &v.1[..])];
+                self.attention(*node, operands, arena)
+                    .ok_or_else(|| GraphError::Run {
+                        site: Site::Node(Box::new(self.graph.nodes[*node].describe(*node))),
+                        message: "these operand shapes need the interpreter (an empty axis), \
+                                  which cannot read them through their transposes"
+                            .into(),
+                    })
+            }
         }
     }
 
@@ -504,8 +515,11 @@ impl Ctx<'_> {
     /// rml-core call ([`fill`]); `None` when it is not.
     fn native(&self, index: usize, arena: &mut [u64]) -> Option<Result<(), GraphError>> {
         let node = &self.graph.nodes[index];
-        if let Op::Attention { causal, scale } = node.op
-            && self.attention(index, causal, scale, arena).is_some()
+        if let (Op::Attention { .. }, [Some(q), Some(k), Some(v), ..]) =
+            (&node.op, &node.inputs[..])
+            && self
+                .attention(index, [(*q, &[]), (*k, &[]), (*v, &[])], arena)
+                .is_some()
         {
             return Some(Ok(()));
         }
@@ -682,34 +696,42 @@ impl Ctx<'_> {
         Some(failed.map_or(Ok(()), Err))
     }
 
-    /// Runs an f32 `scaled_dot_product_attention` on the GEMM and the row softmax
-    /// ([`Attention`]), query blocks split across threads; `None` (nothing written)
-    /// when the operands do not fit it, leaving the node to the interpreter.
+    /// Runs the f32 `scaled_dot_product_attention` node `index` on the GEMM and the
+    /// row softmax ([`Attention`]) reading q, k, v from `operands` (value and axis
+    /// permutation, empty for none), query blocks split across threads; `None`
+    /// (nothing written) when the operands do not fit it.
     fn attention(
         &self,
         index: usize,
-        causal: bool,
-        scale: Option<f32>,
+        operands: [(ValueId, &[usize]); 3],
         arena: &mut [u64],
     ) -> Option<()> {
         let node = &self.graph.nodes[index];
+        let Op::Attention { causal, scale } = node.op else {
+            return None;
+        };
         let dtype = |v: ValueId| self.graph.values[v].ty.dtype;
         let out = *node.outputs.first()?;
-        if dtype(out) != DType::F32 || node.inputs.len() > MAX_IO {
+        let mask_value = node.inputs.get(3).copied().flatten();
+        if dtype(out) != DType::F32 {
             return None;
         }
-        let mut ins = [None; MAX_IO];
-        for (slot, v) in ins.iter_mut().zip(&node.inputs) {
-            *slot = v.and_then(|v| self.region(v));
+        let mut ins = [None; 4];
+        let values = operands.iter().map(|o| o.0).chain(mask_value);
+        for (slot, v) in ins.iter_mut().zip(values) {
+            *slot = self.region(v);
         }
-        let io = split(arena, &[self.region(out)?], &ins[..node.inputs.len()]);
-        let value = |i: usize| node.inputs.get(i).copied().flatten();
+        let io = split(arena, &[self.region(out)?], &ins);
         let operand = |i: usize| {
-            let v = value(i).filter(|&v| dtype(v) == DType::F32)?;
+            let (v, perm) = operands[i];
+            if dtype(v) != DType::F32 {
+                return None;
+            }
             let data = f32_input(self.consts, self.plan, v, io.ins[i]);
-            Some((data, self.plan.shapes[v].dims()))
+            let dims = self.plan.shapes[v].dims();
+            Some(Operand { data, dims, perm })
         };
-        let mask = match value(3) {
+        let mask = match mask_value {
             None => None,
             Some(v) => {
                 let n = self.plan.shapes[v].numel();
