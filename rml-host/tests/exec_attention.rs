@@ -322,8 +322,8 @@ fn attention_matches_a_direct_f64_attention_within_a_rounding_bound() {
     }
 }
 
-/// `x [B, S, H, D]` → `[B, H, S, D]`.
-fn heads_first(x: &[f32], [b, s, h, d]: [usize; 4]) -> Vec<f32> {
+/// `x [B, S, H, D]` → `[B, H, S, D]` (swaps axes 1 and 2).
+fn heads_first<T: Copy>(x: &[T], [b, s, h, d]: [usize; 4]) -> Vec<T> {
     let mut out = Vec::with_capacity(x.len());
     for bi in 0..b {
         for hi in 0..h {
@@ -337,40 +337,17 @@ fn heads_first(x: &[f32], [b, s, h, d]: [usize; 4]) -> Vec<f32> {
 }
 
 #[test]
-fn attention_reads_transposed_operands_through_strides() {
-    // torch's export: q, k, v `[B, S, H, D]` each transposed to `[B, H, S, D]`. The
-    // transposed k is also a graph output, so its transpose stays; q's and v's fold
-    // into the attention step.
+fn attention_reads_and_writes_transposed_operands_through_strides() {
+    // torch's export: q, k, v `[B, S, H, D]` each transposed to `[B, H, S, D]`, the
+    // output transposed back to `[B, S, H, D]`. The transposed k is also a graph
+    // output, so its transpose stays; q's and v's (and the output's) fold into the
+    // attention step.
     let (b, s, h, d) = (2, 35, 3, 8);
     let dims = [b, s, h, d];
     let t_dims = [b, h, s, d];
     let inputs: Vec<DenseTensor> = (0..3)
         .map(|i| exec_support::tensor(&dims, 90 + i))
         .collect();
-    let mut nodes: Vec<Value> = ["q", "k", "v"]
-        .iter()
-        .map(|n| {
-            json!({"op": "transpose", "inputs": [n], "outputs": [format!("{n}t")],
-                   "attrs": {"perm": [0, 2, 1, 3]}})
-        })
-        .collect();
-    nodes.push(
-        json!({"op": "scaled_dot_product_attention", "inputs": ["qt", "kt", "vt"],
-                      "outputs": ["y"], "attrs": {"causal": true}}),
-    );
-    let decls: Vec<Value> = ["q", "k", "v"]
-        .iter()
-        .map(|n| decl(n, "F32", &dims))
-        .collect();
-    let text = json!({
-        "format": "rml-graph", "version": 1,
-        "inputs": decls,
-        "nodes": nodes,
-        "outputs": [decl("y", "F32", &t_dims), decl("kt", "F32", &t_dims)]
-    })
-    .to_string();
-    let constants = MemoryConstants::new();
-    let g = load_graph(&text, &constants).unwrap();
     let t: Vec<Vec<f32>> = inputs
         .iter()
         .map(|x| heads_first(&f32s(&x.data), dims))
@@ -384,29 +361,69 @@ fn attention_reads_transposed_operands_through_strides() {
         scale: None,
     };
     let (_, want) = reference(&c, &t[0], &t[1], &t[2], None);
-    let mut base: Option<Vec<DenseTensor>> = None;
-    for threads in [1, 2, 3] {
-        let options = Options {
-            threads,
-            ..Options::default()
+    for transpose_out in [false, true] {
+        let transpose = |from: &str, to: &str| {
+            json!({"op": "transpose", "inputs": [from], "outputs": [to],
+                   "attrs": {"perm": [0, 2, 1, 3]}})
         };
-        let mut e = Executor::new(g.clone(), &constants, options).unwrap();
-        let transposes = e
-            .steps()
+        let mut nodes: Vec<Value> = ["q", "k", "v"]
             .iter()
-            .filter(|s| s.label.starts_with("transpose"))
-            .count();
-        assert_eq!(transposes, 1, "only k's transpose stays");
-        let got = e.run(&inputs).unwrap().to_vec();
-        match &base {
-            Some(x) => assert_eq!(&got, x, "{threads} threads"),
-            None => base = Some(got),
+            .map(|n| transpose(n, &format!("{n}t")))
+            .collect();
+        let attention = if transpose_out { "a" } else { "y" };
+        nodes.push(
+            json!({"op": "scaled_dot_product_attention", "inputs": ["qt", "kt", "vt"],
+                          "outputs": [attention], "attrs": {"causal": true}}),
+        );
+        if transpose_out {
+            nodes.push(transpose("a", "y"));
         }
-    }
-    let got = base.unwrap();
-    assert_eq!(f32s(&got[1].data), t[1], "the transposed k output");
-    for (i, (&g, &(w, bound))) in f32s(&got[0].data).iter().zip(&want).enumerate() {
-        let err = (f64::from(g) - w).abs();
-        assert!(err <= bound, "element {i}: {g} vs {w} (bound {bound:e})");
+        let y_dims = if transpose_out { dims } else { t_dims };
+        let decls: Vec<Value> = ["q", "k", "v"]
+            .iter()
+            .map(|n| decl(n, "F32", &dims))
+            .collect();
+        let text = json!({
+            "format": "rml-graph", "version": 1,
+            "inputs": decls,
+            "nodes": nodes,
+            "outputs": [decl("y", "F32", &y_dims), decl("kt", "F32", &t_dims)]
+        })
+        .to_string();
+        let constants = MemoryConstants::new();
+        let g = load_graph(&text, &constants).unwrap();
+        let mut base: Option<Vec<DenseTensor>> = None;
+        for threads in [1, 2, 3] {
+            let options = Options {
+                threads,
+                ..Options::default()
+            };
+            let mut e = Executor::new(g.clone(), &constants, options).unwrap();
+            let transposes = e
+                .steps()
+                .iter()
+                .filter(|s| s.label.starts_with("transpose"))
+                .count();
+            assert_eq!(transposes, 1, "only k's transpose stays");
+            let got = e.run(&inputs).unwrap().to_vec();
+            match &base {
+                Some(x) => assert_eq!(&got, x, "{threads} threads"),
+                None => base = Some(got),
+            }
+        }
+        let got = base.unwrap();
+        assert_eq!(f32s(&got[1].data), t[1], "the transposed k output");
+        let want = if transpose_out {
+            heads_first(&want, t_dims)
+        } else {
+            want.clone()
+        };
+        for (i, (&g, &(w, bound))) in f32s(&got[0].data).iter().zip(&want).enumerate() {
+            let err = (f64::from(g) - w).abs();
+            assert!(
+                err <= bound,
+                "transposed output {transpose_out}, element {i}: {g} vs {w} (bound {bound:e})"
+            );
+        }
     }
 }

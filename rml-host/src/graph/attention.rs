@@ -115,6 +115,9 @@ pub struct Layout {
     batch: [usize; MAX_RANK],
     rank: usize,
     entries: usize,
+    /// Batch entries per work unit: 1, or the last batch axis (the heads) when the
+    /// output is stored heads-last (`[..., Sq, H, Dv]`).
+    inner: usize,
     sq: usize,
     sk: usize,
     d: usize,
@@ -165,12 +168,18 @@ fn matrix(dims: &[usize]) -> Option<(&[usize], usize, usize)> {
 }
 
 impl Attention<'_> {
-    /// The layout for output dims `out`, when every operand fits it (shapes agree
-    /// and broadcast, lengths match, no empty axis); `None` leaves the node to the
-    /// interpreter, which reports what is wrong.
-    pub fn layout(&self, out: &[usize]) -> Option<Layout> {
+    /// The layout for output dims `out` (`[..., Sq, Dv]`), when every operand fits it
+    /// (shapes agree and broadcast, lengths match, no empty axis); `None` leaves the
+    /// node to the interpreter, which reports what is wrong. With `heads_last` the
+    /// output is stored with its last batch axis and `Sq` swapped (`[..., Sq, H,
+    /// Dv]`, the following `transpose(-3, -2)` done in place).
+    pub fn layout(&self, out: &[usize], heads_last: bool) -> Option<Layout> {
         let (batch, sq, dv) = matrix(out)?;
         let rank = batch.len();
+        let inner = if heads_last { *batch.last()? } else { 1 };
+        if inner == 0 {
+            return None;
+        }
         let (q, k, v) = (self.q.view()?, self.k.view()?, self.v.view()?);
         let (_, q_rows, d) = matrix(&q.0[..q.2])?;
         let (_, sk, k_cols) = matrix(&k.0[..k.2])?;
@@ -205,6 +214,7 @@ impl Attention<'_> {
             batch: dims,
             rank,
             entries: batch.iter().product(),
+            inner,
             sq,
             sk,
             d,
@@ -216,7 +226,7 @@ impl Attention<'_> {
     }
 
     /// Writes the attention into `out` (laid out by [`Attention::layout`], so `out`
-    /// holds `entries · Sq · Dv` values), the query blocks split into `chunks`
+    /// holds `entries · Sq · Dv` values), the work units split into `chunks`
     /// (at most [`MAX_CHUNKS`]) pieces run by `parallel`.
     pub fn run(&self, l: &Layout, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
         let units = l.units();
@@ -259,7 +269,8 @@ impl Attention<'_> {
         });
     }
 
-    /// One block of query rows: scores, masks, softmax, then the weighted values.
+    /// One work unit: a block of query rows of `l.inner` batch entries, whose
+    /// output rows `out` holds (interleaved when the output is heads-last).
     fn unit(
         &self,
         l: &Layout,
@@ -269,7 +280,31 @@ impl Attention<'_> {
         scratch: &mut [f32],
     ) -> rml_core::Result<()> {
         let blocks = l.sq.div_ceil(BLOCK);
-        let (entry, first) = (unit / blocks, unit % blocks * BLOCK);
+        let (outer, first) = (unit / blocks, unit % blocks * BLOCK);
+        for h in 0..l.inner {
+            let out = MatMut::new(
+                &mut out[h * l.dv..],
+                BLOCK.min(l.sq - first),
+                l.dv,
+                l.inner * l.dv,
+                1,
+            )?;
+            self.block(l, outer * l.inner + h, first, out, scores, scratch)?;
+        }
+        Ok(())
+    }
+
+    /// Query rows `first..first + BLOCK` (or fewer) of batch entry `entry`: scores,
+    /// masks, softmax, then the weighted values into `out`.
+    fn block(
+        &self,
+        l: &Layout,
+        entry: usize,
+        first: usize,
+        out: MatMut<'_>,
+        scores: &mut [f32],
+        scratch: &mut [f32],
+    ) -> rml_core::Result<()> {
         let rows = BLOCK.min(l.sq - first);
         // Causal: the last row of the block sees keys 0..=first + rows - 1.
         let keys = if self.causal {
@@ -319,14 +354,14 @@ impl Attention<'_> {
         softmax_rows_inplace(s, keys)?;
         let p = MatRef::row_major(s, rows, keys)?;
         let v = MatRef::new(&self.v.data[vo..], keys, dv, vr, vc)?;
-        gemm::gemm(1.0, p, v, 0.0, MatMut::row_major(out, rows, dv)?, scratch)
+        gemm::gemm(1.0, p, v, 0.0, out, scratch)
     }
 }
 
 impl Layout {
-    /// Work units: query blocks over all batch entries.
+    /// Work units: query blocks over all groups of [`Layout::inner`] batch entries.
     pub fn units(&self) -> usize {
-        self.entries * self.sq.div_ceil(BLOCK)
+        self.entries / self.inner * self.sq.div_ceil(BLOCK)
     }
 
     /// Multiply-adds of the two products (without the causal saving).
@@ -340,7 +375,7 @@ impl Layout {
     fn unit_start(&self, u: usize) -> usize {
         let blocks = self.sq.div_ceil(BLOCK);
         let row = (u / blocks) * self.sq + (u % blocks) * BLOCK;
-        row * self.dv
+        row * self.inner * self.dv
     }
 
     /// Offsets of batch entry `entry` in q, k, v and the mask.

@@ -308,10 +308,15 @@ impl Ctx<'_> {
                 Ok(())
             }
             StepKind::Node(node) => self.node(*node, arena),
-            StepKind::Attention { node, operands } => {
+            StepKind::Attention {
+                node,
+                operands,
+                out,
+                heads_last,
+            } => {
                 let [q, k, v] = operands;
                 let operands = [(q.0, &q.1[..]), (k.0, &k.1[..]), (v.0, &v.1[..])];
-                self.attention(*node, operands, arena)
+                self.attention(*node, operands, (*out, *heads_last), arena)
                     .ok_or_else(|| GraphError::Run {
                         site: Site::Node(Box::new(self.graph.nodes[*node].describe(*node))),
                         message: "these operand shapes need the interpreter (an empty axis), \
@@ -518,7 +523,12 @@ impl Ctx<'_> {
         if let (Op::Attention { .. }, [Some(q), Some(k), Some(v), ..]) =
             (&node.op, &node.inputs[..])
             && self
-                .attention(index, [(*q, &[]), (*k, &[]), (*v, &[])], arena)
+                .attention(
+                    index,
+                    [(*q, &[]), (*k, &[]), (*v, &[])],
+                    (node.outputs[0], false),
+                    arena,
+                )
                 .is_some()
         {
             return Some(Ok(()));
@@ -698,12 +708,15 @@ impl Ctx<'_> {
 
     /// Runs the f32 `scaled_dot_product_attention` node `index` on the GEMM and the
     /// row softmax ([`Attention`]) reading q, k, v from `operands` (value and axis
-    /// permutation, empty for none), query blocks split across threads; `None`
-    /// (nothing written) when the operands do not fit it.
+    /// permutation, empty for none) and writing `out` (the node's output, or with
+    /// `heads_last` its transpose swapping the query axis and the axis before),
+    /// query blocks split across threads; `None` (nothing written) when the
+    /// operands do not fit it.
     fn attention(
         &self,
         index: usize,
         operands: [(ValueId, &[usize]); 3],
+        (out, heads_last): (ValueId, bool),
         arena: &mut [u64],
     ) -> Option<()> {
         let node = &self.graph.nodes[index];
@@ -711,7 +724,6 @@ impl Ctx<'_> {
             return None;
         };
         let dtype = |v: ValueId| self.graph.values[v].ty.dtype;
-        let out = *node.outputs.first()?;
         let mask_value = node.inputs.get(3).copied().flatten();
         if dtype(out) != DType::F32 {
             return None;
@@ -755,7 +767,13 @@ impl Ctx<'_> {
             scale,
         };
         let shape = &self.plan.shapes[out];
-        let layout = attention.layout(shape.dims())?;
+        let mut dims = [0; rml_core::MAX_RANK];
+        let dims = &mut dims[..shape.rank()];
+        dims.copy_from_slice(shape.dims());
+        if heads_last {
+            dims.swap(shape.rank().checked_sub(3)?, shape.rank() - 2);
+        }
+        let layout = attention.layout(dims, heads_last)?;
         let [o, ..] = io.outs;
         let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
         let chunks = self.chunks(layout.units(), layout.work());

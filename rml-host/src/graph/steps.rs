@@ -46,13 +46,19 @@ pub enum StepKind {
     /// Node `index` run by the reference interpreter's op code (copies in and out).
     Node(usize),
     /// The f32 `scaled_dot_product_attention` node `node` reading its q, k and v
-    /// through the `transpose`s that produced them (no copy): per operand, the
-    /// value read and the permutation (empty: none). The mask is the node's own.
+    /// through the `transpose`s that produced them and writing through the
+    /// `transpose(-3, -2)` that reads its output (no copies). The mask is the
+    /// node's own.
     Attention {
         /// The node.
         node: usize,
-        /// q, k, v: the value read and its axis permutation.
+        /// q, k, v: the value read and its axis permutation (empty: none).
         operands: [(ValueId, Vec<usize>); 3],
+        /// The value written: the node's output, or (`heads_last`) the transpose of
+        /// it that swaps its query axis with the axis before.
+        out: ValueId,
+        /// Whether `out` is that transpose.
+        heads_last: bool,
     },
 }
 
@@ -143,8 +149,9 @@ pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bo
 }
 
 /// Lets each f32 attention read its q, k, v through the `transpose` steps that
-/// produced them when nothing else reads the transposed values (a
-/// [`StepKind::Attention`]); those transposes are dropped.
+/// produced them, and write its output through a following `transpose` that swaps
+/// the query axis with the axis before, when nothing else reads the transposed
+/// values (a [`StepKind::Attention`]); those transposes are dropped.
 fn fold_attention_transposes(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec<Step> {
     let mut readers = vec![0usize; graph.values.len()];
     for step in &steps {
@@ -182,7 +189,10 @@ fn fold_attention_transposes(graph: &Graph, consts: &ConstTable, steps: Vec<Step
                 continue;
             };
             *slot = (v, Vec::new());
-            let Some(p) = producer(&steps, v).filter(|_| readers[v] == 1 && f32(v)) else {
+            // (A transpose already folded into an earlier attention's output is
+            // gone: its input is never written.)
+            let fold = |&p: &usize| keep[p] && readers[v] == 1 && f32(v);
+            let Some(p) = producer(&steps, v).filter(fold) else {
                 continue;
             };
             let StepKind::Node(t) = steps[p].kind else {
@@ -196,13 +206,47 @@ fn fold_attention_transposes(graph: &Graph, consts: &ConstTable, steps: Vec<Step
                 dropped.push(p);
             }
         }
+        let y = n.outputs[0];
+        let rank = graph.values[y].ty.shape.len();
+        let heads_last = rank >= 3
+            && readers[y] == 1
+            && steps
+                .iter()
+                .position(|s| {
+                    let StepKind::Node(t) = s.kind else {
+                        return false;
+                    };
+                    let swap = |perm: &[usize]| {
+                        perm.iter().enumerate().all(|(a, &p)| match a {
+                            _ if a + 3 == rank => p == rank - 2,
+                            _ if a + 2 == rank => p == rank - 3,
+                            _ => p == a,
+                        })
+                    };
+                    matches!(&graph.nodes[t].op, Op::Transpose { perm } if swap(perm))
+                        && s.reads == [y]
+                })
+                .inspect(|&c| dropped.push(c))
+                .is_some();
         if dropped.is_empty() {
             continue;
         }
         let mut reads: Vec<ValueId> = operands.iter().map(|(v, _)| *v).collect();
         reads.extend(n.inputs.get(3).copied().flatten());
         steps[i].reads = reads;
-        steps[i].kind = StepKind::Attention { node, operands };
+        let out = if heads_last {
+            let consumer = *dropped.last().expect("the output transpose");
+            steps[i].writes = steps[consumer].writes.clone();
+            steps[i].writes[0]
+        } else {
+            y
+        };
+        steps[i].kind = StepKind::Attention {
+            node,
+            operands,
+            out,
+            heads_last,
+        };
         for p in dropped {
             keep[p] = false;
         }
