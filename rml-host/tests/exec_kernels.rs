@@ -217,9 +217,10 @@ fn norm_and_softmax_row_kernels_match_the_interpreter() {
     let decls = vec![decl("g", json!([width])), decl("b", json!([width]))];
     let g = load_graph(&graph(nodes, decls, width, &names), &constants).unwrap();
     let x = DenseTensor {
-        shape: Shape::new(&[33, width]).unwrap(),
+        // 150 rows: enough work that 2 and 3 threads split the rows.
+        shape: Shape::new(&[150, width]).unwrap(),
         data: Buffer::F32(
-            exec_support::values(33 * width, 5)
+            exec_support::values(150 * width, 5)
                 .iter()
                 .map(|v| 4.0 * v)
                 .collect(),

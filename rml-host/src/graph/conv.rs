@@ -24,7 +24,7 @@ thread_local! {
 
 /// Calls `f` with the first `len` values of this thread's buffer `key`, grown if
 /// needed (contents unspecified).
-fn with_buffer<R>(
+pub(super) fn with_buffer<R>(
     key: &'static LocalKey<RefCell<Vec<f32>>>,
     len: usize,
     f: impl FnOnce(&mut [f32]) -> R,

@@ -4,12 +4,13 @@
 //! shapes, a run on one thread allocates nothing on the heap as long as every step
 //! is fused, linear (packed GEMM, scratch sized at compile time), an alias, or an
 //! f32 node that is one rml-kernels row kernel (last-axis layer/RMS norm, softmax),
-//! a `conv2d` as im2col + GEMM or a `matmul` of two activations on the GEMM
-//! (per-thread buffers, grown once), a `max_pool2d` or `batch_norm` on slices, or one
-//! rml-core call writing into the arena (other pooling and
-//! convolutions, other norms, reductions, matmul); data movement, attention and
+//! a `conv2d` as im2col + GEMM, a `matmul` of two activations or an attention on the
+//! GEMM (per-thread buffers, grown once), a `max_pool2d` or `batch_norm` on slices, or
+//! one rml-core call writing into the arena (other pooling and
+//! convolutions, other norms, reductions, matmul); data movement and
 //! integer ops copy through the reference interpreter and allocate.
 
+use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,7 @@ use rml_core::ops::conv::Conv2dParams;
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
+use super::attention::{Attention, Mask, Operand};
 use super::batch_norm::{ChannelParams, batch_norm};
 use super::batched_matmul::matmul;
 use super::buffer::{Buffer, DenseTensor};
@@ -306,6 +308,22 @@ impl Ctx<'_> {
                 Ok(())
             }
             StepKind::Node(node) => self.node(*node, arena),
+            StepKind::Attention {
+                node,
+                operands,
+                out,
+                heads_last,
+            } => {
+                let [q, k, v] = operands;
+                let operands = [(q.0, &q.1[..]), (k.0, &k.1[..]), (v.0, &v.1[..])];
+                self.attention(*node, operands, (*out, *heads_last), arena)
+                    .ok_or_else(|| GraphError::Run {
+                        site: Site::Node(Box::new(self.graph.nodes[*node].describe(*node))),
+                        message: "these operand shapes need the interpreter (an empty axis), \
+                                  which cannot read them through their transposes"
+                            .into(),
+                    })
+            }
         }
     }
 
@@ -502,6 +520,19 @@ impl Ctx<'_> {
     /// rml-core call ([`fill`]); `None` when it is not.
     fn native(&self, index: usize, arena: &mut [u64]) -> Option<Result<(), GraphError>> {
         let node = &self.graph.nodes[index];
+        if let (Op::Attention { .. }, [Some(q), Some(k), Some(v), ..]) =
+            (&node.op, &node.inputs[..])
+            && self
+                .attention(
+                    index,
+                    [(*q, &[]), (*k, &[]), (*v, &[])],
+                    (node.outputs[0], false),
+                    arena,
+                )
+                .is_some()
+        {
+            return Some(Ok(()));
+        }
         let f32 = |v: &ValueId| self.graph.values[*v].ty.dtype == DType::F32;
         let fits = node.outputs.len() == 1
             && node.inputs.len() <= MAX_FILL_INPUTS
@@ -580,7 +611,7 @@ impl Ctx<'_> {
         {
             return Some(Ok(()));
         }
-        let result = match row_kernel(&node.op, &views, words) {
+        let result = match self.row_kernels(&node.op, &views, words) {
             Some(done) => done,
             None => {
                 let mut view = TensorViewMut::new(words, shape).ok()?;
@@ -635,6 +666,121 @@ impl Ctx<'_> {
         true
     }
 
+    /// [`row_kernel`] over all rows of the node's input, split by rows across
+    /// threads when the work is worth it; `None` when the op does not fit a row
+    /// kernel.
+    fn row_kernels(
+        &self,
+        op: &Op,
+        views: &[Option<TensorView<'_, f32>>],
+        y: &mut [f32],
+    ) -> Option<rml_core::Result<()>> {
+        let x = views.first()?.as_ref()?;
+        let cols = x.shape().dims().last().copied()?;
+        let rows = x.shape().numel().checked_div(cols)?;
+        // About four passes over each element (statistics, normalize, affine).
+        let chunks = self.chunks(rows, y.len().saturating_mul(4));
+        if chunks == 1 {
+            return row_kernel(op, views, 0..rows, y);
+        }
+        row_kernel(op, views, 0..0, &mut [])?.ok()?;
+        let slots: [Mutex<Option<&mut [f32]>>; MAX_CHUNKS] =
+            std::array::from_fn(|_| Mutex::new(None));
+        let mut rest = y;
+        for (c, slot) in slots.iter().enumerate().take(chunks) {
+            let len = chunk_range(rows, chunks, c).len() * cols;
+            let (head, tail) = rest.split_at_mut(len.min(rest.len()));
+            *slot.lock().expect("fresh mutex") = Some(head);
+            rest = tail;
+        }
+        let failed = Mutex::new(None);
+        self.parallel(chunks, |c| {
+            if let Some(piece) = slots[c].lock().ok().and_then(|mut s| s.take())
+                && let Some(Err(e)) = row_kernel(op, views, chunk_range(rows, chunks, c), piece)
+                && let Ok(mut f) = failed.lock()
+            {
+                *f = Some(e);
+            }
+        });
+        let failed = failed.into_inner().ok().flatten();
+        Some(failed.map_or(Ok(()), Err))
+    }
+
+    /// Runs the f32 `scaled_dot_product_attention` node `index` on the GEMM and the
+    /// row softmax ([`Attention`]) reading q, k, v from `operands` (value and axis
+    /// permutation, empty for none) and writing `out` (the node's output, or with
+    /// `heads_last` its transpose swapping the query axis and the axis before),
+    /// query blocks split across threads; `None` (nothing written) when the
+    /// operands do not fit it.
+    fn attention(
+        &self,
+        index: usize,
+        operands: [(ValueId, &[usize]); 3],
+        (out, heads_last): (ValueId, bool),
+        arena: &mut [u64],
+    ) -> Option<()> {
+        let node = &self.graph.nodes[index];
+        let Op::Attention { causal, scale } = node.op else {
+            return None;
+        };
+        let dtype = |v: ValueId| self.graph.values[v].ty.dtype;
+        let mask_value = node.inputs.get(3).copied().flatten();
+        if dtype(out) != DType::F32 {
+            return None;
+        }
+        let mut ins = [None; 4];
+        let values = operands.iter().map(|o| o.0).chain(mask_value);
+        for (slot, v) in ins.iter_mut().zip(values) {
+            *slot = self.region(v);
+        }
+        let io = split(arena, &[self.region(out)?], &ins);
+        let operand = |i: usize| {
+            let (v, perm) = operands[i];
+            if dtype(v) != DType::F32 {
+                return None;
+            }
+            let data = f32_input(self.consts, self.plan, v, io.ins[i]);
+            let dims = self.plan.shapes[v].dims();
+            Some(Operand { data, dims, perm })
+        };
+        let mask = match mask_value {
+            None => None,
+            Some(v) => {
+                let n = self.plan.shapes[v].numel();
+                let data = match (dtype(v), io.ins[3], self.consts.get(v)) {
+                    (DType::Bool, Some(w), _) => {
+                        Mask::Keep(&bytemuck::cast_slice::<u64, u8>(w)[..n])
+                    }
+                    (DType::Bool, None, Some((_, Buffer::Bool(d)))) => Mask::Keep(d),
+                    (DType::F32, w, _) => Mask::Add(f32_input(self.consts, self.plan, v, w)),
+                    _ => return None,
+                };
+                Some((data, self.plan.shapes[v].dims()))
+            }
+        };
+        let attention = Attention {
+            q: operand(0)?,
+            k: operand(1)?,
+            v: operand(2)?,
+            mask,
+            causal,
+            scale,
+        };
+        let shape = &self.plan.shapes[out];
+        let mut dims = [0; rml_core::MAX_RANK];
+        let dims = &mut dims[..shape.rank()];
+        dims.copy_from_slice(shape.dims());
+        if heads_last {
+            dims.swap(shape.rank().checked_sub(3)?, shape.rank() - 2);
+        }
+        let layout = attention.layout(dims, heads_last)?;
+        let [o, ..] = io.outs;
+        let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
+        let chunks = self.chunks(layout.units(), layout.work());
+        attention.run(&layout, words, chunks, &|n, f| self.parallel(n, f));
+        Some(())
+    }
+
     /// An arena-held input's elements.
     fn data<'w>(&self, v: ValueId, words: &'w [u64]) -> Data<'w> {
         let n = self.plan.shapes[v].numel();
@@ -655,19 +801,20 @@ fn vector<'v>(views: &[Option<TensorView<'v, f32>>], i: usize) -> Option<Option<
     }
 }
 
-/// Runs `layer_norm` / `rms_norm` / `softmax` with rml-kernels' row kernels when
-/// the normalized axis is the contiguous last axis alone and every affine parameter
-/// is one value per column; `None` otherwise (the caller falls back to rml-core).
-/// The kernels vectorize the row sums, so results differ from the interpreter's by
-/// rounding (bounds in `docs/kernels.md`).
+/// Runs `layer_norm` / `rms_norm` / `softmax` with rml-kernels' row kernels on rows
+/// `rows` of `x` into `y` (which holds exactly those rows) when the normalized axis
+/// is the contiguous last axis alone and every affine parameter is one value per
+/// column; `None` otherwise (the caller falls back to rml-core). The kernels
+/// vectorize the row sums, so results differ from the interpreter's by rounding
+/// (bounds in `docs/kernels.md`); a row's result does not depend on `rows`.
 fn row_kernel(
     op: &Op,
     views: &[Option<TensorView<'_, f32>>],
+    rows: Range<usize>,
     y: &mut [f32],
 ) -> Option<rml_core::Result<()>> {
     let x = views.first()?.as_ref()?;
     let cols = x.shape().dims().last().copied()?;
-    let rows = x.shape().numel().checked_div(cols)?;
     let xs = x.as_slice().ok()?;
     // An optional per-column parameter: `Some(None)` when absent, `None` when its
     // shape does not fit the row kernel.
@@ -681,21 +828,15 @@ fn row_kernel(
         Op::LayerNorm { axis, epsilon } if x.shape().axis(axis).ok()? == last => {
             let (gamma, beta) = (param(1)?, param(2)?);
             Some(norm::layer_norm_rows(
-                xs,
-                cols,
-                0..rows,
-                gamma,
-                beta,
-                epsilon,
-                y,
+                xs, cols, rows, gamma, beta, epsilon, y,
             ))
         }
         Op::RmsNorm { epsilon } => {
             let gamma = param(1)?;
-            Some(norm::rms_norm_rows(xs, cols, 0..rows, gamma, epsilon, y))
+            Some(norm::rms_norm_rows(xs, cols, rows, gamma, epsilon, y))
         }
         Op::Softmax { log: false, axis } if x.shape().axis(axis).ok()? == last => {
-            Some(softmax::softmax_rows(xs, cols, 0..rows, y))
+            Some(softmax::softmax_rows(xs, cols, rows, y))
         }
         _ => None,
     }

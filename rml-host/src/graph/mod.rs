@@ -46,6 +46,7 @@ pub mod bind;
 pub mod interp;
 
 pub mod arena;
+mod attention;
 mod batch_norm;
 mod batched_matmul;
 mod conv;

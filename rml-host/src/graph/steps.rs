@@ -45,6 +45,21 @@ pub enum StepKind {
     },
     /// Node `index` run by the reference interpreter's op code (copies in and out).
     Node(usize),
+    /// The f32 `scaled_dot_product_attention` node `node` reading its q, k and v
+    /// through the `transpose`s that produced them and writing through the
+    /// `transpose(-3, -2)` that reads its output (no copies). The mask is the
+    /// node's own.
+    Attention {
+        /// The node.
+        node: usize,
+        /// q, k, v: the value read and its axis permutation (empty: none).
+        operands: [(ValueId, Vec<usize>); 3],
+        /// The value written: the node's output, or (`heads_last`) the transpose of
+        /// it that swaps its query axis with the axis before.
+        out: ValueId,
+        /// Whether `out` is that transpose.
+        heads_last: bool,
+    },
 }
 
 /// One step of the executor.
@@ -125,11 +140,122 @@ pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bo
             writes: n.outputs.clone(),
         });
     }
+    let steps = fold_attention_transposes(graph, consts, steps);
     if fuse {
         attach_epilogues(graph, steps)
     } else {
         steps
     }
+}
+
+/// Lets each f32 attention read its q, k, v through the `transpose` steps that
+/// produced them, and write its output through a following `transpose` that swaps
+/// the query axis with the axis before, when nothing else reads the transposed
+/// values (a [`StepKind::Attention`]); those transposes are dropped.
+fn fold_attention_transposes(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec<Step> {
+    let mut readers = vec![0usize; graph.values.len()];
+    for step in &steps {
+        for &v in &step.reads {
+            readers[v] += 1;
+        }
+    }
+    for &v in &graph.outputs {
+        readers[v] += 1;
+    }
+    let f32 = |v: ValueId| graph.values[v].ty.dtype == DType::F32;
+    // The transpose step writing `v`, with its source and permutation.
+    let producer = |steps: &[Step], v: ValueId| {
+        steps.iter().position(|s| match s.kind {
+            StepKind::Node(n) => {
+                matches!(graph.nodes[n].op, Op::Transpose { .. }) && s.writes == [v]
+            }
+            _ => false,
+        })
+    };
+    let mut steps = steps;
+    let mut keep = vec![true; steps.len()];
+    for i in 0..steps.len() {
+        let StepKind::Node(node) = steps[i].kind else {
+            continue;
+        };
+        let n = &graph.nodes[node];
+        if !matches!(n.op, Op::Attention { .. }) || !n.outputs.iter().copied().all(f32) {
+            continue;
+        }
+        let mut operands: [(ValueId, Vec<usize>); 3] = Default::default();
+        let mut dropped = Vec::new();
+        for (j, slot) in operands.iter_mut().enumerate() {
+            let Some(v) = n.inputs.get(j).copied().flatten() else {
+                continue;
+            };
+            *slot = (v, Vec::new());
+            // (A transpose already folded into an earlier attention's output is
+            // gone: its input is never written.)
+            let fold = |&p: &usize| keep[p] && readers[v] == 1 && f32(v);
+            let Some(p) = producer(&steps, v).filter(fold) else {
+                continue;
+            };
+            let StepKind::Node(t) = steps[p].kind else {
+                continue;
+            };
+            if let (Op::Transpose { perm }, Some(Some(src))) =
+                (&graph.nodes[t].op, graph.nodes[t].inputs.first())
+                && consts.get(*src).is_none()
+            {
+                *slot = (*src, perm.clone());
+                dropped.push(p);
+            }
+        }
+        let y = n.outputs[0];
+        let rank = graph.values[y].ty.shape.len();
+        let heads_last = rank >= 3
+            && readers[y] == 1
+            && steps
+                .iter()
+                .position(|s| {
+                    let StepKind::Node(t) = s.kind else {
+                        return false;
+                    };
+                    let swap = |perm: &[usize]| {
+                        perm.iter().enumerate().all(|(a, &p)| match a {
+                            _ if a + 3 == rank => p == rank - 2,
+                            _ if a + 2 == rank => p == rank - 3,
+                            _ => p == a,
+                        })
+                    };
+                    matches!(&graph.nodes[t].op, Op::Transpose { perm } if swap(perm))
+                        && s.reads == [y]
+                })
+                .inspect(|&c| dropped.push(c))
+                .is_some();
+        if dropped.is_empty() {
+            continue;
+        }
+        let mut reads: Vec<ValueId> = operands.iter().map(|(v, _)| *v).collect();
+        reads.extend(n.inputs.get(3).copied().flatten());
+        steps[i].reads = reads;
+        let out = if heads_last {
+            let consumer = *dropped.last().expect("the output transpose");
+            steps[i].writes = steps[consumer].writes.clone();
+            steps[i].writes[0]
+        } else {
+            y
+        };
+        steps[i].kind = StepKind::Attention {
+            node,
+            operands,
+            out,
+            heads_last,
+        };
+        for p in dropped {
+            keep[p] = false;
+        }
+    }
+    steps
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(s, k)| k.then_some(s))
+        .collect()
 }
 
 /// Moves a fused program into the linear step before it when it reads the linear's

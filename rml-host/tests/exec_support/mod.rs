@@ -91,6 +91,22 @@ pub fn norm_gelu_chain(width: usize, layers: usize) -> Value {
     })
 }
 
+/// Causal self-attention of `x [N, width]` on itself (queries, keys and values are
+/// `x`: one head of `N` positions), then a linear: attention on the GEMM.
+pub fn self_attention(width: usize) -> Value {
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", width]))],
+        "constants": [decl("w", json!([width, width]))],
+        "nodes": [
+            {"op": "scaled_dot_product_attention", "inputs": ["x", "x", "x"],
+             "outputs": ["a"], "attrs": {"causal": true}},
+            {"op": "linear", "inputs": ["a", "w"], "outputs": ["y"]}
+        ],
+        "outputs": [decl("y", json!(["N", width]))]
+    })
+}
+
 /// `x [N, width]` through `layers` of `relu(x * s + b) + x`: elementwise only, where
 /// fusion saves memory traffic rather than arithmetic.
 pub fn bias_relu_chain(width: usize, layers: usize) -> Value {
