@@ -15,6 +15,9 @@ use rml_kernels::gemm::{self, MatMut, MatRef};
 
 use crate::pool::chunk_range;
 
+/// Most chunks a convolution's output rows are split into.
+pub(super) const MAX_CHUNKS: usize = 16;
+
 thread_local! {
     /// The unrolled input (im2col) of the convolution running on this thread.
     static COLUMNS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -24,7 +27,7 @@ thread_local! {
 
 /// Calls `f` with the first `len` values of this thread's buffer `key`, grown if
 /// needed (contents unspecified).
-fn with_buffer<R>(
+pub(super) fn with_buffer<R>(
     key: &'static LocalKey<RefCell<Vec<f32>>>,
     len: usize,
     f: impl FnOnce(&mut [f32]) -> R,
@@ -127,13 +130,13 @@ fn multiply(
     chunks: usize,
     parallel: Parallel<'_>,
 ) {
-    let chunks = chunks.clamp(1, rows.max(1));
-    let mut slots = Vec::with_capacity(chunks);
+    let chunks = chunks.clamp(1, rows.clamp(1, MAX_CHUNKS));
+    let slots: [Mutex<Option<&mut [f32]>>; MAX_CHUNKS] = std::array::from_fn(|_| Mutex::new(None));
     let mut rest = out;
-    for i in 0..chunks {
+    for (i, slot) in slots.iter().enumerate().take(chunks) {
         let range = chunk_range(rows, chunks, i);
-        let (head, tail) = rest.split_at_mut(range.len() * pixels);
-        slots.push(Mutex::new(Some(head)));
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(range.len() * pixels);
+        *slot.lock().expect("fresh mutex") = Some(head);
         rest = tail;
     }
     parallel(chunks, &|i| {

@@ -13,7 +13,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rml_core::ops::conv::Conv2dParams;
+use rml_core::ops::conv::{Conv2dParams, ConvTranspose2dParams};
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
@@ -22,6 +22,7 @@ use super::batched_matmul::matmul;
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
 use super::conv::Conv2d;
+use super::conv_transpose::ConvTranspose2d;
 use super::error::{GraphError, Site};
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
 use super::interp::float::fill;
@@ -531,6 +532,11 @@ impl Ctx<'_> {
         {
             return Some(Ok(()));
         }
+        if let Op::ConvTranspose2d(p) = &node.op
+            && self.conv_transpose2d(p, &views, words, shape)
+        {
+            return Some(Ok(()));
+        }
         if let Op::MatMul {
             transpose_a,
             transpose_b,
@@ -603,21 +609,9 @@ impl Ctx<'_> {
         out: &mut [f32],
         shape: Shape,
     ) -> bool {
-        let dims4 = |v: &TensorView<'_, f32>| <[usize; 4]>::try_from(v.shape().dims()).ok();
-        let operand = |i: usize| {
-            let v = views.get(i)?.as_ref()?;
-            Some((v.as_slice().ok()?, dims4(v)?))
-        };
-        let (Some(x), Some(w), Ok(out_dims)) = (operand(0), operand(1), shape.dims().try_into())
+        let (Some((x, w, bias)), Ok(out_dims)) = (conv_operands(views), shape.dims().try_into())
         else {
             return false;
-        };
-        let bias = match views.get(2) {
-            Some(Some(b)) => match b.as_slice() {
-                Ok(b) => Some(b),
-                Err(_) => return false,
-            },
-            _ => None,
         };
         let conv = Conv2d {
             x,
@@ -635,6 +629,36 @@ impl Ctx<'_> {
         true
     }
 
+    /// Runs an f32 `conv_transpose2d` as GEMM + col2im ([`ConvTranspose2d`]) into
+    /// `out`; `false` (nothing written) when the operands do not fit `p`, leaving
+    /// the node to rml-core, which reports what is wrong.
+    fn conv_transpose2d(
+        &self,
+        p: &ConvTranspose2dParams,
+        views: &[Option<TensorView<'_, f32>>],
+        out: &mut [f32],
+        shape: Shape,
+    ) -> bool {
+        let (Some((x, w, bias)), Ok(out_dims)) = (conv_operands(views), shape.dims().try_into())
+        else {
+            return false;
+        };
+        let conv = ConvTranspose2d {
+            x,
+            w,
+            bias,
+            out: out_dims,
+        };
+        if !conv.fits(p, out.len()) {
+            return false;
+        }
+        let [_, cog, _, _] = w.1;
+        let work = out.len().saturating_mul(x.1[1] / p.groups.max(1));
+        let chunks = self.chunks(cog, work);
+        conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
+        true
+    }
+
     /// An arena-held input's elements.
     fn data<'w>(&self, v: ValueId, words: &'w [u64]) -> Data<'w> {
         let n = self.plan.shapes[v].numel();
@@ -643,6 +667,27 @@ impl Ctx<'_> {
             _ => Data::F32(&bytemuck::cast_slice::<u64, f32>(words)[..n]),
         }
     }
+}
+
+/// A convolution's `x` and `w` as contiguous 4-D operands and its optional bias as
+/// a slice; `None` when one is not.
+type ConvOperands<'v> = (
+    (&'v [f32], [usize; 4]),
+    (&'v [f32], [usize; 4]),
+    Option<&'v [f32]>,
+);
+
+/// Inputs 0–2 of a convolution node as [`ConvOperands`].
+fn conv_operands<'v>(views: &[Option<TensorView<'v, f32>>]) -> Option<ConvOperands<'v>> {
+    let operand = |i: usize| {
+        let v = views.get(i)?.as_ref()?;
+        Some((v.as_slice().ok()?, v.shape().dims().try_into().ok()?))
+    };
+    let bias = match views.get(2) {
+        Some(Some(b)) => Some(b.as_slice().ok()?),
+        _ => None,
+    };
+    Some((operand(0)?, operand(1)?, bias))
 }
 
 /// Operand `i` of a node as a 1-D slice: `Some(None)` when absent, `None` when it is

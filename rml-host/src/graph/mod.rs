@@ -49,6 +49,7 @@ pub mod arena;
 mod batch_norm;
 mod batched_matmul;
 mod conv;
+mod conv_transpose;
 pub mod exec;
 pub mod fuse;
 mod max_pool;

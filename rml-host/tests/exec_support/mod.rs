@@ -1,11 +1,11 @@
 //! Graphs built in memory for the executor tests and benches: a layer-norm + GELU
 //! chain, an MLP of linears and activations, and a 20-node graph of tiny tensors;
-//! deterministic pseudo-random data.
+//! deterministic pseudo-random data; running a graph for fusion on/off and 1–3 threads.
 
 #![allow(dead_code)]
 
 use rml_core::Shape;
-use rml_host::graph::{Buffer, DenseTensor, Graph, MemoryConstants, load_graph};
+use rml_host::graph::{Buffer, DenseTensor, Executor, Graph, MemoryConstants, Options, load_graph};
 use serde_json::{Value, json};
 
 /// `n` deterministic values in `[-1, 1)` from `seed`.
@@ -55,7 +55,7 @@ pub fn build(doc: &Value) -> (Graph, MemoryConstants) {
 }
 
 /// A declaration `{name, dtype: F32, shape}`.
-fn decl(name: &str, shape: Value) -> Value {
+pub fn decl(name: &str, shape: Value) -> Value {
     json!({"name": name, "dtype": "F32", "shape": shape})
 }
 
@@ -164,4 +164,38 @@ pub fn tiny20() -> Value {
         "constants": constants, "nodes": nodes,
         "outputs": [decl(&x, json!(["N", 4]))]
     })
+}
+
+/// Float outputs of `graph` on the executor for fusion on/off and 1–3 threads,
+/// asserted bitwise equal to each other; returns one of them.
+pub fn exec_all(
+    graph: &Graph,
+    constants: &MemoryConstants,
+    inputs: &[DenseTensor],
+) -> Vec<Vec<f32>> {
+    let mut base: Option<Vec<DenseTensor>> = None;
+    for fusion in [true, false] {
+        for threads in [1, 2, 3] {
+            let options = Options {
+                threads,
+                fusion,
+                profile: false,
+            };
+            let mut e = Executor::new(graph.clone(), constants, options).unwrap();
+            let got = e.run(inputs).unwrap().to_vec();
+            match &base {
+                Some(b) => assert_eq!(&got, b, "fusion {fusion}, {threads} threads"),
+                None => base = Some(got),
+            }
+        }
+    }
+    base.unwrap().into_iter().map(|t| f32s(&t.data)).collect()
+}
+
+/// The values of an F32 buffer (panics on another dtype).
+pub fn f32s(b: &Buffer) -> Vec<f32> {
+    match b {
+        Buffer::F32(v) => v.clone(),
+        _ => panic!("F32 outputs only"),
+    }
 }
