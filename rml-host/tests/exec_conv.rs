@@ -201,3 +201,133 @@ fn conv_transpose2d_gemm_matches_a_direct_transposed_convolution_within_a_k_boun
         }
     }
 }
+
+/// `y = op(x)` (output of rank `out_rank`, constants `extra`) for a one-node graph
+/// on `dims`, run on the interpreter and on the executor (fusion on/off, 1–3 threads); asserts the two
+/// equal bit for bit, NaNs included.
+fn assert_exact(
+    (op, attrs, out_rank): (&str, serde_json::Value, usize),
+    extra: &[(&str, Vec<f32>)],
+    x: &[f32],
+    dims: &[usize],
+) {
+    let mut constants = MemoryConstants::new();
+    let mut decls = Vec::new();
+    let mut inputs = vec!["x"];
+    for (name, values) in extra {
+        constants.insert(name, &[values.len()], Buffer::F32(values.clone()));
+        decls.push(decl(name, json!([values.len()])));
+        inputs.push(name);
+    }
+    let text = json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(dims))],
+        "constants": decls,
+        "nodes": [{"op": op, "inputs": inputs, "outputs": ["y"], "attrs": attrs}],
+        "outputs": [decl("y", json!(vec!["?"; out_rank]))]
+    });
+    let g = load_graph(&text.to_string(), &constants).unwrap();
+    let x = rml_host::graph::DenseTensor {
+        shape: rml_core::Shape::new(dims).unwrap(),
+        data: Buffer::F32(x.to_vec()),
+    };
+    let inputs = [x];
+    let want = f32s(&rml_host::graph::run(&g, &constants, &inputs).unwrap()[0].data);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    let got = &exec_all_bits(&g, &constants, &inputs);
+    assert_eq!(bits(got), bits(&want), "{op} {attrs}");
+}
+
+/// [`exec_all`] for outputs that may hold NaN (compared by bits).
+fn exec_all_bits(
+    g: &rml_host::graph::Graph,
+    constants: &MemoryConstants,
+    inputs: &[rml_host::graph::DenseTensor],
+) -> Vec<f32> {
+    let mut base: Option<Vec<u32>> = None;
+    for fusion in [true, false] {
+        for threads in [1, 2, 3] {
+            let options = rml_host::graph::Options {
+                threads,
+                fusion,
+                profile: false,
+            };
+            let mut e = rml_host::graph::Executor::new(g.clone(), constants, options).unwrap();
+            let got = f32s(&e.run(inputs).unwrap()[0].data);
+            let bits: Vec<u32> = got.iter().map(|f| f.to_bits()).collect();
+            match &base {
+                Some(b) => assert_eq!(&bits, b, "fusion {fusion}, {threads} threads"),
+                None => base = Some(bits),
+            }
+        }
+    }
+    base.unwrap().into_iter().map(f32::from_bits).collect()
+}
+
+#[test]
+fn reductions_and_global_pools_equal_the_interpreter_exactly() {
+    let dims = [2, 3, 9, 17];
+    let mut x = exec_support::values(dims.iter().product(), 7);
+    for op in [
+        "reduce_sum",
+        "reduce_mean",
+        "reduce_max",
+        "reduce_min",
+        "reduce_prod",
+    ] {
+        for (axes, keepdims) in [
+            (json!([2, 3]), false),
+            (json!([-1]), true),
+            (json!([0]), false),
+            (json!([1, 2]), true),
+            (json!([3, 1, 2]), false),
+            (json!(null), false),
+            // not one run of axes: the rml-core path.
+            (json!([0, 2]), true),
+        ] {
+            let (attrs, reduced) = match axes.as_array() {
+                None => (json!({"keepdims": keepdims}), 4),
+                Some(a) => (json!({"axes": axes, "keepdims": keepdims}), a.len()),
+            };
+            let rank = if keepdims { 4 } else { 4 - reduced };
+            assert_exact((op, attrs, rank), &[], &x, &dims);
+        }
+    }
+    // A NaN propagates through max and min; global pools.
+    x[40] = f32::NAN;
+    for op in ["reduce_max", "reduce_min"] {
+        assert_exact((op, json!({"axes": [2, 3]}), 2), &[], &x, &dims);
+    }
+    for op in ["global_avg_pool2d", "global_max_pool2d"] {
+        assert_exact((op, json!({}), 4), &[], &x, &dims);
+    }
+}
+
+#[test]
+fn group_norm_and_upsample_equal_the_interpreter_exactly() {
+    for (dims, groups, affine) in [
+        (vec![2, 6, 5, 7], 3, true),
+        (vec![3, 4, 9], 4, false),
+        (vec![1, 8, 16, 16], 1, true),
+    ] {
+        let c = dims[1];
+        let x = exec_support::values(dims.iter().product(), 30 + c as u64);
+        let params = [
+            ("gamma", exec_support::values(c, 31)),
+            ("beta", exec_support::values(c, 32)),
+        ];
+        let extra: &[(&str, Vec<f32>)] = if affine { &params } else { &[] };
+        let attrs = json!({"num_groups": groups, "epsilon": 1e-3});
+        assert_exact(("group_norm", attrs, dims.len()), extra, &x, &dims);
+    }
+    let dims = [2, 3, 5, 4];
+    let x = exec_support::values(dims.iter().product(), 33);
+    for attrs in [
+        json!({"scale": [2, 2]}),
+        json!({"scale": [1, 3]}),
+        json!({"size": [7, 9]}),
+        json!({"size": [3, 2]}),
+    ] {
+        assert_exact(("upsample_nearest2d", attrs, 4), &[], &x, &dims);
+    }
+}

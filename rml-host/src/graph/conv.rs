@@ -7,16 +7,12 @@
 //! steady-state runs do not allocate them (nor page-fault fresh memory).
 
 use std::cell::RefCell;
-use std::sync::Mutex;
 use std::thread::LocalKey;
 
 use rml_core::ops::conv::Conv2dParams;
 use rml_kernels::gemm::{self, MatMut, MatRef};
 
-use crate::pool::chunk_range;
-
-/// Most chunks a convolution's output rows are split into.
-pub(super) const MAX_CHUNKS: usize = 16;
+use super::par::{Parallel, for_row_blocks};
 
 thread_local! {
     /// The unrolled input (im2col) of the convolution running on this thread.
@@ -46,9 +42,6 @@ pub(super) fn with_buffer<R>(
 pub fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     with_buffer(&SCRATCH, len, f)
 }
-
-/// Runs chunks `0..n` of a job, possibly in parallel.
-pub type Parallel<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
 
 /// One convolution's operands: `x` `[N, C_in, H, W]`, `w` `[C_out, C_in/g, kh, kw]`,
 /// optional `bias` `[C_out]`, and `out` `[N, C_out, H_out, W_out]`, all row-major.
@@ -130,20 +123,7 @@ fn multiply(
     chunks: usize,
     parallel: Parallel<'_>,
 ) {
-    let chunks = chunks.clamp(1, rows.clamp(1, MAX_CHUNKS));
-    let slots: [Mutex<Option<&mut [f32]>>; MAX_CHUNKS] = std::array::from_fn(|_| Mutex::new(None));
-    let mut rest = out;
-    for (i, slot) in slots.iter().enumerate().take(chunks) {
-        let range = chunk_range(rows, chunks, i);
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut(range.len() * pixels);
-        *slot.lock().expect("fresh mutex") = Some(head);
-        rest = tail;
-    }
-    parallel(chunks, &|i| {
-        let Some(piece) = slots[i].lock().ok().and_then(|mut s| s.take()) else {
-            return;
-        };
-        let range = chunk_range(rows, chunks, i);
+    for_row_blocks(out, [rows, pixels], chunks, parallel, &|range, piece| {
         let m = range.len();
         let a = &weights[range.start * k..range.end * k];
         let done = with_scratch(gemm::gemm_scratch_len(m, pixels, k), |scratch| {

@@ -7,14 +7,13 @@
 //! `cols` rows and the GEMM scratch are per-thread buffers reused across runs.
 
 use std::cell::RefCell;
-use std::sync::Mutex;
 
 use rml_core::Shape;
 use rml_core::ops::conv::{ConvTranspose2dParams, conv_transpose2d_output_shape};
 use rml_kernels::gemm::{self, MatMut, MatRef};
 
-use super::conv::{MAX_CHUNKS, Parallel, with_buffer, with_scratch};
-use crate::pool::chunk_range;
+use super::conv::{with_buffer, with_scratch};
+use super::par::{Parallel, for_row_blocks};
 
 thread_local! {
     /// The tap rows (`cols`) of the chunk running on this thread.
@@ -66,7 +65,6 @@ impl ConvTranspose2d<'_> {
         let ([n, c, h, w], [_, cog, kh, kw], [_, co, oh, ow]) = (self.x.1, self.w.1, self.out);
         let cig = c / p.groups;
         let (plane, taps) = (oh * ow, kh * kw);
-        let chunks = chunks.clamp(1, cog.clamp(1, MAX_CHUNKS));
         for (b, image_out) in out.chunks_mut(co * plane).enumerate().take(n) {
             for (gi, group_out) in image_out.chunks_mut(cog * plane).enumerate() {
                 let group = Group {
@@ -76,19 +74,9 @@ impl ConvTranspose2d<'_> {
                     bias: self.bias.map(|bias| &bias[gi * cog..][..cog]),
                     dims: [cig, cog, h, w, kh, kw, oh, ow],
                 };
-                let slots: [Mutex<Option<&mut [f32]>>; MAX_CHUNKS] =
-                    std::array::from_fn(|_| Mutex::new(None));
-                let mut rest = group_out;
-                for (i, slot) in slots.iter().enumerate().take(chunks) {
-                    let len = chunk_range(cog, chunks, i).len() * plane;
-                    let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
-                    *slot.lock().expect("fresh mutex") = Some(head);
-                    rest = tail;
-                }
-                parallel(chunks, &|i| {
-                    if let Some(piece) = slots[i].lock().ok().and_then(|mut s| s.take()) {
-                        group.channels(chunk_range(cog, chunks, i), piece);
-                    }
+                let dims = [cog, plane];
+                for_row_blocks(group_out, dims, chunks, parallel, &|range, piece| {
+                    group.channels(range, piece);
                 });
             }
         }

@@ -25,6 +25,7 @@ use super::conv::Conv2d;
 use super::conv_transpose::ConvTranspose2d;
 use super::error::{GraphError, Site};
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
+use super::group_norm::group_norm;
 use super::interp::float::fill;
 use super::interp::{In, run_node};
 use super::ir::{Graph, ValueId};
@@ -32,7 +33,9 @@ use super::max_pool::max_pool2d;
 use super::op::{Op, PoolKind};
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
+use super::reduce::{Fold, reduce, split as reduce_split};
 use super::steps::{Step, StepKind, build_steps};
+use super::upsample::upsample_nearest2d;
 use crate::pool::{ThreadPool, chunk_range};
 use rml_kernels::{gemm, norm, softmax};
 
@@ -537,6 +540,39 @@ impl Ctx<'_> {
         {
             return Some(Ok(()));
         }
+        if let Some(Some(x)) = views.first()
+            && let Some(done) = self.reduction(&node.op, x, words)
+        {
+            return Some(Ok(done));
+        }
+        if let Op::GroupNorm {
+            num_groups,
+            epsilon,
+        } = node.op
+            && let Some(Some(x)) = views.first()
+            && let Ok(xs) = x.as_slice()
+            && let (Some(weight), Some(bias)) = (vector(&views, 1), vector(&views, 2))
+            && group_norm(
+                xs,
+                x.shape().dims(),
+                [weight, bias],
+                (num_groups, epsilon),
+                words,
+                (
+                    self.chunks(x.shape().dims()[0] * num_groups, xs.len()),
+                    &|n, f| self.parallel(n, f),
+                ),
+            )
+        {
+            return Some(Ok(()));
+        }
+        if let (Op::UpsampleNearest2d(_), Some(Some(x)), &[_, _, oh, ow]) =
+            (&node.op, views.first(), shape.dims())
+            && let (Ok(xs), Ok(dims)) = (x.as_slice(), x.shape().dims().try_into())
+            && upsample_nearest2d(xs, dims, words, [oh, ow])
+        {
+            return Some(Ok(()));
+        }
         if let Op::MatMul {
             transpose_a,
             transpose_b,
@@ -657,6 +693,30 @@ impl Ctx<'_> {
         let chunks = self.chunks(cog, work);
         conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
         true
+    }
+
+    /// Runs a `reduce_*` over one contiguous run of axes or a global pooling on
+    /// slices ([`reduce`]) into `out`; `None` (nothing written) for other ops and
+    /// cases, leaving the node to rml-core.
+    fn reduction(&self, op: &Op, x: &TensorView<'_, f32>, out: &mut [f32]) -> Option<()> {
+        let (fold, parts) = match op {
+            Op::Reduce { kind, axes, .. } => (
+                Fold::Reduce(*kind),
+                reduce_split(x.shape().dims(), axes.as_deref())?,
+            ),
+            Op::GlobalPool2d { kind } if x.shape().rank() == 4 => {
+                let fold = match kind {
+                    PoolKind::Max => Fold::GlobalMax,
+                    PoolKind::Avg { .. } => Fold::GlobalAvg,
+                };
+                (fold, reduce_split(x.shape().dims(), Some(&[2, 3]))?)
+            }
+            _ => return None,
+        };
+        let xs = x.as_slice().ok()?;
+        let chunks = self.chunks(out.len(), xs.len());
+        let parallel = |n: usize, f: &(dyn Fn(usize) + Sync)| self.parallel(n, f);
+        reduce(fold, xs, parts, out, chunks, &parallel).then_some(())
     }
 
     /// An arena-held input's elements.
