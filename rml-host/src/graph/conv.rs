@@ -160,9 +160,26 @@ fn unroll(
                         dst.fill(0.0);
                         continue;
                     };
-                    for (ox, v) in dst.iter_mut().enumerate() {
-                        let xcol = (ox * s[1] + j * d[1]).checked_sub(p.padding.left);
-                        *v = xcol.filter(|&xc| xc < w).map_or(0.0, |xc| src[xc]);
+                    // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
+                    let shift = j * d[1];
+                    let lo = p.padding.left.saturating_sub(shift).div_ceil(s[1]).min(ow);
+                    let hi = (w + p.padding.left)
+                        .saturating_sub(shift)
+                        .div_ceil(s[1])
+                        .clamp(lo, ow);
+                    dst[..lo].fill(0.0);
+                    dst[hi..].fill(0.0);
+                    if lo < hi {
+                        let first = lo * s[1] + shift - p.padding.left;
+                        let inside = &mut dst[lo..hi];
+                        if s[1] == 1 {
+                            inside.copy_from_slice(&src[first..first + inside.len()]);
+                        } else {
+                            for (v, &x) in inside.iter_mut().zip(src[first..].iter().step_by(s[1]))
+                            {
+                                *v = x;
+                            }
+                        }
                     }
                 }
             }

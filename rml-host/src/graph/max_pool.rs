@@ -29,27 +29,40 @@ pub fn max_pool2d(
             .checked_sub(pad)
             .filter(|&i| i < size)
     };
+    // Output columns whose every tap lies on the input (no column check needed).
+    let (s1, d1, left) = (p.stride[1], p.dilation[1], p.padding.left);
+    let span = d1 * (p.kernel[1] - 1);
+    let lo = left.div_ceil(s1).min(ow);
+    let hi = (w + left)
+        .checked_sub(span + 1)
+        .map_or(lo, |last| (last / s1 + 1).clamp(lo, ow));
     for (plane, dst) in x.chunks_exact(h * w).zip(out.chunks_exact_mut(oh * ow)) {
         for (oy, row) in dst.chunks_exact_mut(ow).enumerate() {
-            for (ox, v) in row.iter_mut().enumerate() {
-                let mut max = f32::NEG_INFINITY;
-                for ky in 0..p.kernel[0] {
-                    let Some(iy) = tap(oy, ky, 0, p.padding.top, h) else {
-                        continue;
-                    };
-                    let src = &plane[iy * w..][..w];
+            // Taps in the reference's order (rows, then columns) per output.
+            row.fill(f32::NEG_INFINITY);
+            for ky in 0..p.kernel[0] {
+                let Some(iy) = tap(oy, ky, 0, p.padding.top, h) else {
+                    continue;
+                };
+                let src = &plane[iy * w..][..w];
+                for (ox, v) in row.iter_mut().enumerate() {
+                    let inside = (lo..hi).contains(&ox);
                     for kx in 0..p.kernel[1] {
-                        if let Some(ix) = tap(ox, kx, 1, p.padding.left, w) {
+                        let ix = if inside {
+                            Some(ox * s1 + kx * d1 - left)
+                        } else {
+                            tap(ox, kx, 1, left, w)
+                        };
+                        if let Some(ix) = ix {
                             let value = src[ix];
-                            if value.is_nan() || max.is_nan() {
-                                max = f32::NAN;
-                            } else if value > max {
-                                max = value;
+                            if value.is_nan() || v.is_nan() {
+                                *v = f32::NAN;
+                            } else if value > *v {
+                                *v = value;
                             }
                         }
                     }
                 }
-                *v = max;
             }
         }
     }
