@@ -38,15 +38,17 @@ pub fn max_pool2d(
         .map_or(lo, |last| (last / s1 + 1).clamp(lo, ow));
     for (plane, dst) in x.chunks_exact(h * w).zip(out.chunks_exact_mut(oh * ow)) {
         for (oy, row) in dst.chunks_exact_mut(ow).enumerate() {
-            // Taps in the reference's order (rows, then columns) per output.
-            row.fill(f32::NEG_INFINITY);
-            for ky in 0..p.kernel[0] {
-                let Some(iy) = tap(oy, ky, 0, p.padding.top, h) else {
-                    continue;
-                };
-                let src = &plane[iy * w..][..w];
-                for (ox, v) in row.iter_mut().enumerate() {
-                    let inside = (lo..hi).contains(&ox);
+            for (ox, v) in row.iter_mut().enumerate() {
+                // The reference's rule (NaN once any tap is NaN, else the first
+                // largest) without a data-dependent branch: a running max that
+                // never holds NaN, and a NaN flag.
+                let (mut max, mut nan) = (f32::NEG_INFINITY, false);
+                let inside = (lo..hi).contains(&ox);
+                for ky in 0..p.kernel[0] {
+                    let Some(iy) = tap(oy, ky, 0, p.padding.top, h) else {
+                        continue;
+                    };
+                    let src = &plane[iy * w..][..w];
                     for kx in 0..p.kernel[1] {
                         let ix = if inside {
                             Some(ox * s1 + kx * d1 - left)
@@ -55,14 +57,12 @@ pub fn max_pool2d(
                         };
                         if let Some(ix) = ix {
                             let value = src[ix];
-                            if value.is_nan() || v.is_nan() {
-                                *v = f32::NAN;
-                            } else if value > *v {
-                                *v = value;
-                            }
+                            nan |= value.is_nan();
+                            max = if value > max { value } else { max };
                         }
                     }
                 }
+                *v = if nan { f32::NAN } else { max };
             }
         }
     }
