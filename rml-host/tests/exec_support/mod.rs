@@ -1,5 +1,6 @@
 //! Graphs built in memory for the executor tests and benches: a layer-norm + GELU
-//! chain, an MLP of linears and activations, and a 20-node graph of tiny tensors;
+//! chain, an MLP of linears and activations, a 20-node graph of tiny tensors, a
+//! small convolutional net;
 //! deterministic pseudo-random data; running a graph for fusion on/off and 1–3 threads.
 
 #![allow(dead_code)]
@@ -163,6 +164,35 @@ pub fn tiny20() -> Value {
         "inputs": [decl("x", json!(["N", 4]))],
         "constants": constants, "nodes": nodes,
         "outputs": [decl(&x, json!(["N", 4]))]
+    })
+}
+
+/// A small convolutional net on `x [N, 4, 8, 8]`: conv2d, group_norm, relu,
+/// max_pool2d, conv_transpose2d (stride 2), upsample_nearest2d, global_avg_pool2d,
+/// reduce_mean, to `y [N, 4]`.
+pub fn conv_net() -> Value {
+    let node = |op: &str, inputs: &[&str], out: &str, attrs: Value| json!({"op": op, "inputs": inputs, "outputs": [out], "attrs": attrs});
+    let pad1 = json!([[1, 1], [1, 1]]);
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", 4, 8, 8]))],
+        "constants": [
+            decl("w1", json!([8, 4, 3, 3])), decl("b1", json!([8])),
+            decl("g", json!([8])), decl("b", json!([8])),
+            decl("w2", json!([8, 4, 4, 4])), decl("b2", json!([4])),
+        ],
+        "nodes": [
+            node("conv2d", &["x", "w1", "b1"], "c", json!({"padding": pad1})),
+            node("group_norm", &["c", "g", "b"], "n", json!({"num_groups": 2})),
+            node("relu", &["n"], "r", json!({})),
+            node("max_pool2d", &["r"], "p", json!({"kernel": [2, 2]})),
+            node("conv_transpose2d", &["p", "w2", "b2"], "t",
+                 json!({"stride": [2, 2], "padding": pad1})),
+            node("upsample_nearest2d", &["t"], "u", json!({"scale": [2, 2]})),
+            node("global_avg_pool2d", &["u"], "a", json!({})),
+            node("reduce_mean", &["a"], "y", json!({"axes": [2, 3]})),
+        ],
+        "outputs": [decl("y", json!(["N", 4]))]
     })
 }
 
