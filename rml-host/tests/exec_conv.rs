@@ -51,11 +51,11 @@ impl Case {
         };
         let mut res = Vec::new();
         for img in 0..n {
-            for o in 0..co {
+            for (o, &bo) in b.iter().enumerate().take(co) {
                 let (g, ol) = (o / cog, o % cog);
                 for oy in 0..oh {
                     for ox in 0..ow {
-                        let bias = if self.bias { f64::from(b[o]) } else { 0.0 };
+                        let bias = if self.bias { f64::from(bo) } else { 0.0 };
                         let (mut v, mut mag) = (bias, bias.abs());
                         for i in g * cig..(g + 1) * cig {
                             for ky in 0..self.k[0] {
