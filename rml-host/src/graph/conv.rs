@@ -162,11 +162,7 @@ fn unroll(
                     };
                     // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
                     let shift = j * d[1];
-                    let lo = p.padding.left.saturating_sub(shift).div_ceil(s[1]).min(ow);
-                    let hi = (w + p.padding.left)
-                        .saturating_sub(shift)
-                        .div_ceil(s[1])
-                        .clamp(lo, ow);
+                    let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
                     dst[..lo].fill(0.0);
                     dst[hi..].fill(0.0);
                     if lo < hi {
@@ -185,4 +181,20 @@ fn unroll(
             }
         }
     }
+}
+
+/// The output columns `lo..hi` (within `0..ow`) whose tap at `ox·stride + shift − left`
+/// lies on an input row of `w` columns.
+pub(super) fn columns_inside(
+    left: usize,
+    shift: usize,
+    stride: usize,
+    [w, ow]: [usize; 2],
+) -> (usize, usize) {
+    let lo = left.saturating_sub(shift).div_ceil(stride).min(ow);
+    let hi = (w + left)
+        .saturating_sub(shift)
+        .div_ceil(stride)
+        .clamp(lo, ow);
+    (lo, hi)
 }
