@@ -5,7 +5,9 @@
 //! is fused, linear (packed GEMM, scratch sized at compile time), an alias, or an
 //! f32 node that is one rml-kernels row kernel (last-axis layer/RMS norm, softmax),
 //! a `conv2d` as im2col + GEMM or a `matmul` of two activations on the GEMM
-//! (per-thread buffers, grown once), a `max_pool2d` or `batch_norm` on slices, or one
+//! (per-thread buffers, grown once), a `conv_transpose2d` as GEMM + col2im, a
+//! `max_pool2d`, `batch_norm`, `group_norm`, `upsample_nearest2d`, reduction or
+//! global pool on slices, or one
 //! rml-core call writing into the arena (other pooling and
 //! convolutions, other norms, reductions, matmul); data movement, attention and
 //! integer ops copy through the reference interpreter and allocate.
