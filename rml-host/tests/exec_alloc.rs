@@ -1,6 +1,7 @@
 //! After the first run with given shapes, a single-threaded run of a graph made of
-//! linears, fused elementwise programs, aliases, rml-core ops (layer norm) and
-//! attention on the GEMM allocates nothing on the heap.
+//! linears, fused elementwise programs, aliases, rml-core ops (layer norm), attention
+//! on the GEMM and the convolution-family paths (conv2d, conv_transpose2d, group norm,
+//! pooling, upsampling, reductions) allocates nothing on the heap.
 
 mod exec_support;
 
@@ -42,10 +43,17 @@ fn runs_after_the_first_allocate_nothing() {
         exec_support::tiny20(),
         exec_support::norm_gelu_chain(16, 2),
         exec_support::self_attention(16),
+        exec_support::conv_net(),
     ] {
         let (graph, constants) = exec_support::build(&doc);
-        let width = graph.values[graph.inputs[0]].ty.shape[1].fixed().unwrap();
-        let x = [exec_support::tensor(&[4, width], 1)];
+        // The batch dim "N" is 4.
+        let dims: Vec<usize> = graph.values[graph.inputs[0]]
+            .ty
+            .shape
+            .iter()
+            .map(|d| d.fixed().unwrap_or(4))
+            .collect();
+        let x = [exec_support::tensor(&dims, 1)];
         let mut e = Executor::new(graph, &constants, Options::default()).unwrap();
         e.run(&x).unwrap();
         let before = ALLOCATIONS.load(Ordering::Relaxed);

@@ -5,10 +5,9 @@
 
 mod exec_support;
 
+use exec_support::{decl, exec_all, f32s};
 use rml_core::Shape;
-use rml_host::graph::{
-    Buffer, DenseTensor, Executor, Graph, MemoryConstants, Options, load_graph, run,
-};
+use rml_host::graph::{Buffer, DenseTensor, Executor, MemoryConstants, Options, load_graph, run};
 use rml_kernels::math;
 use serde_json::{Value, json};
 
@@ -24,39 +23,6 @@ const BOTH_SIDES: f64 = 2.0;
 /// The interpreter rounds an f64 result to f32 (half an ulp) and the kernel's bound
 /// is against the exact value: one extra ulp covers both.
 const REFERENCE_ULP: f64 = 1.0;
-
-/// Float outputs of `graph` on the executor for fusion on/off and 1–3 threads,
-/// asserted bitwise equal to each other; returns one of them.
-fn exec_all(graph: &Graph, constants: &MemoryConstants, inputs: &[DenseTensor]) -> Vec<Vec<f32>> {
-    let mut base: Option<Vec<DenseTensor>> = None;
-    for fusion in [true, false] {
-        for threads in [1, 2, 3] {
-            let options = Options {
-                threads,
-                fusion,
-                profile: false,
-            };
-            let mut e = Executor::new(graph.clone(), constants, options).unwrap();
-            let got = e.run(inputs).unwrap().to_vec();
-            match &base {
-                Some(b) => assert_eq!(&got, b, "fusion {fusion}, {threads} threads"),
-                None => base = Some(got),
-            }
-        }
-    }
-    base.unwrap().into_iter().map(|t| f32s(&t.data)).collect()
-}
-
-fn f32s(b: &Buffer) -> Vec<f32> {
-    match b {
-        Buffer::F32(v) => v.clone(),
-        _ => panic!("F32 outputs only"),
-    }
-}
-
-fn decl(name: &str, shape: Value) -> Value {
-    json!({"name": name, "dtype": "F32", "shape": shape})
-}
 
 /// One-op graphs `y = op(x)` for `x [N, width]`.
 fn graph(nodes: Vec<Value>, constants: Vec<Value>, width: usize, outputs: &[&str]) -> String {

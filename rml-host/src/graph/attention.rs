@@ -17,7 +17,8 @@ use rml_core::MAX_RANK;
 use rml_kernels::gemm::{self, MatMut, MatRef};
 use rml_kernels::softmax::softmax_rows_inplace;
 
-use super::conv::{Parallel, with_buffer, with_scratch};
+use super::conv::{with_buffer, with_scratch};
+use super::par::Parallel;
 use crate::pool::chunk_range;
 
 /// Query rows per work unit (one score block is `BLOCK × Sk` values).

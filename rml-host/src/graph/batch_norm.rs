@@ -49,10 +49,16 @@ pub fn batch_norm(
             let w = p.weight.map_or(1.0, |w| f64::from(w[ch]));
             let b = p.bias.map_or(0.0, |b| f64::from(b[ch]));
             let range = ch * inner..(ch + 1) * inner;
-            for (o, &v) in dst[range.clone()].iter_mut().zip(&src[range]) {
-                *o = ((f64::from(v) - mean) * inv_std * w + b) as f32;
-            }
+            normalize(&src[range.clone()], &mut dst[range], [mean, inv_std, w, b]);
         }
     }
     true
+}
+
+/// `dst = (src − mean) · inv_std · w + b` in f64, rounded once to f32 (rml-core's
+/// normalization formula).
+pub(super) fn normalize(src: &[f32], dst: &mut [f32], [mean, inv_std, w, b]: [f64; 4]) {
+    for (o, &v) in dst.iter_mut().zip(src) {
+        *o = ((f64::from(v) - mean) * inv_std * w + b) as f32;
+    }
 }

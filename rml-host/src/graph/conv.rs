@@ -7,13 +7,12 @@
 //! steady-state runs do not allocate them (nor page-fault fresh memory).
 
 use std::cell::RefCell;
-use std::sync::Mutex;
 use std::thread::LocalKey;
 
 use rml_core::ops::conv::Conv2dParams;
 use rml_kernels::gemm::{self, MatMut, MatRef};
 
-use crate::pool::chunk_range;
+use super::par::{Parallel, for_row_blocks};
 
 thread_local! {
     /// The unrolled input (im2col) of the convolution running on this thread.
@@ -43,9 +42,6 @@ pub(super) fn with_buffer<R>(
 pub fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     with_buffer(&SCRATCH, len, f)
 }
-
-/// Runs chunks `0..n` of a job, possibly in parallel.
-pub type Parallel<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
 
 /// One convolution's operands: `x` `[N, C_in, H, W]`, `w` `[C_out, C_in/g, kh, kw]`,
 /// optional `bias` `[C_out]`, and `out` `[N, C_out, H_out, W_out]`, all row-major.
@@ -127,20 +123,7 @@ fn multiply(
     chunks: usize,
     parallel: Parallel<'_>,
 ) {
-    let chunks = chunks.clamp(1, rows.max(1));
-    let mut slots = Vec::with_capacity(chunks);
-    let mut rest = out;
-    for i in 0..chunks {
-        let range = chunk_range(rows, chunks, i);
-        let (head, tail) = rest.split_at_mut(range.len() * pixels);
-        slots.push(Mutex::new(Some(head)));
-        rest = tail;
-    }
-    parallel(chunks, &|i| {
-        let Some(piece) = slots[i].lock().ok().and_then(|mut s| s.take()) else {
-            return;
-        };
-        let range = chunk_range(rows, chunks, i);
+    for_row_blocks(out, [rows, pixels], chunks, parallel, &|range, piece| {
         let m = range.len();
         let a = &weights[range.start * k..range.end * k];
         let done = with_scratch(gemm::gemm_scratch_len(m, pixels, k), |scratch| {
@@ -177,12 +160,41 @@ fn unroll(
                         dst.fill(0.0);
                         continue;
                     };
-                    for (ox, v) in dst.iter_mut().enumerate() {
-                        let xcol = (ox * s[1] + j * d[1]).checked_sub(p.padding.left);
-                        *v = xcol.filter(|&xc| xc < w).map_or(0.0, |xc| src[xc]);
+                    // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
+                    let shift = j * d[1];
+                    let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
+                    dst[..lo].fill(0.0);
+                    dst[hi..].fill(0.0);
+                    if lo < hi {
+                        let first = lo * s[1] + shift - p.padding.left;
+                        let inside = &mut dst[lo..hi];
+                        if s[1] == 1 {
+                            inside.copy_from_slice(&src[first..first + inside.len()]);
+                        } else {
+                            for (v, &x) in inside.iter_mut().zip(src[first..].iter().step_by(s[1]))
+                            {
+                                *v = x;
+                            }
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// The output columns `lo..hi` (within `0..ow`) whose tap at `ox·stride + shift − left`
+/// lies on an input row of `w` columns.
+pub(super) fn columns_inside(
+    left: usize,
+    shift: usize,
+    stride: usize,
+    [w, ow]: [usize; 2],
+) -> (usize, usize) {
+    let lo = left.saturating_sub(shift).div_ceil(stride).min(ow);
+    let hi = (w + left)
+        .saturating_sub(shift)
+        .div_ceil(stride)
+        .clamp(lo, ow);
+    (lo, hi)
 }

@@ -5,16 +5,17 @@
 //! is fused, linear (packed GEMM, scratch sized at compile time), an alias, or an
 //! f32 node that is one rml-kernels row kernel (last-axis layer/RMS norm, softmax),
 //! a `conv2d` as im2col + GEMM, a `matmul` of two activations or an attention on the
-//! GEMM (per-thread buffers, grown once), a `max_pool2d` or `batch_norm` on slices, or
-//! one rml-core call writing into the arena (other pooling and
-//! convolutions, other norms, reductions, matmul); data movement and
+//! GEMM (per-thread buffers, grown once), a `conv_transpose2d` as GEMM + col2im, a
+//! `max_pool2d`, `batch_norm`, `group_norm`, `upsample_nearest2d`, reduction or
+//! global pool on slices, or one rml-core call writing into the arena (other pooling
+//! and convolutions, other norms, reductions, matmul); data movement and
 //! integer ops copy through the reference interpreter and allocate.
 
 use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rml_core::ops::conv::Conv2dParams;
+use rml_core::ops::conv::{Conv2dParams, ConvTranspose2dParams};
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
@@ -24,8 +25,10 @@ use super::batched_matmul::matmul;
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
 use super::conv::Conv2d;
+use super::conv_transpose::ConvTranspose2d;
 use super::error::{GraphError, Site};
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
+use super::group_norm::group_norm;
 use super::interp::float::fill;
 use super::interp::{In, run_node};
 use super::ir::{Graph, ValueId};
@@ -33,7 +36,9 @@ use super::max_pool::max_pool2d;
 use super::op::{Op, PoolKind};
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
+use super::reduce::{Fold, reduce, split as reduce_split};
 use super::steps::{Step, StepKind, build_steps};
+use super::upsample::upsample_nearest2d;
 use crate::pool::{ThreadPool, chunk_range};
 use rml_kernels::{gemm, norm, softmax};
 
@@ -562,6 +567,44 @@ impl Ctx<'_> {
         {
             return Some(Ok(()));
         }
+        if let Op::ConvTranspose2d(p) = &node.op
+            && self.conv_transpose2d(p, &views, words, shape)
+        {
+            return Some(Ok(()));
+        }
+        if let Some(Some(x)) = views.first()
+            && let Some(done) = self.reduction(&node.op, x, words)
+        {
+            return Some(Ok(done));
+        }
+        if let Op::GroupNorm {
+            num_groups,
+            epsilon,
+        } = node.op
+            && let Some(Some(x)) = views.first()
+            && let Ok(xs) = x.as_slice()
+            && let (Some(weight), Some(bias)) = (vector(&views, 1), vector(&views, 2))
+            && group_norm(
+                xs,
+                x.shape().dims(),
+                [weight, bias],
+                (num_groups, epsilon),
+                words,
+                (
+                    self.chunks(x.shape().dims()[0] * num_groups, xs.len()),
+                    &|n, f| self.parallel(n, f),
+                ),
+            )
+        {
+            return Some(Ok(()));
+        }
+        if let (Op::UpsampleNearest2d(_), Some(Some(x)), &[_, _, oh, ow]) =
+            (&node.op, views.first(), shape.dims())
+            && let (Ok(xs), Ok(dims)) = (x.as_slice(), x.shape().dims().try_into())
+            && upsample_nearest2d(xs, dims, words, [oh, ow])
+        {
+            return Some(Ok(()));
+        }
         if let Op::MatMul {
             transpose_a,
             transpose_b,
@@ -634,21 +677,9 @@ impl Ctx<'_> {
         out: &mut [f32],
         shape: Shape,
     ) -> bool {
-        let dims4 = |v: &TensorView<'_, f32>| <[usize; 4]>::try_from(v.shape().dims()).ok();
-        let operand = |i: usize| {
-            let v = views.get(i)?.as_ref()?;
-            Some((v.as_slice().ok()?, dims4(v)?))
-        };
-        let (Some(x), Some(w), Ok(out_dims)) = (operand(0), operand(1), shape.dims().try_into())
+        let (Some((x, w, bias)), Ok(out_dims)) = (conv_operands(views), shape.dims().try_into())
         else {
             return false;
-        };
-        let bias = match views.get(2) {
-            Some(Some(b)) => match b.as_slice() {
-                Ok(b) => Some(b),
-                Err(_) => return false,
-            },
-            _ => None,
         };
         let conv = Conv2d {
             x,
@@ -781,6 +812,60 @@ impl Ctx<'_> {
         Some(())
     }
 
+    /// Runs an f32 `conv_transpose2d` as GEMM + col2im ([`ConvTranspose2d`]) into
+    /// `out`; `false` (nothing written) when the operands do not fit `p`, leaving
+    /// the node to rml-core, which reports what is wrong.
+    fn conv_transpose2d(
+        &self,
+        p: &ConvTranspose2dParams,
+        views: &[Option<TensorView<'_, f32>>],
+        out: &mut [f32],
+        shape: Shape,
+    ) -> bool {
+        let (Some((x, w, bias)), Ok(out_dims)) = (conv_operands(views), shape.dims().try_into())
+        else {
+            return false;
+        };
+        let conv = ConvTranspose2d {
+            x,
+            w,
+            bias,
+            out: out_dims,
+        };
+        if !conv.fits(p, out.len()) {
+            return false;
+        }
+        let [_, cog, _, _] = w.1;
+        let work = out.len().saturating_mul(x.1[1] / p.groups.max(1));
+        let chunks = self.chunks(cog, work);
+        conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
+        true
+    }
+
+    /// Runs a `reduce_*` over one contiguous run of axes or a global pooling on
+    /// slices ([`reduce`]) into `out`; `None` (nothing written) for other ops and
+    /// cases, leaving the node to rml-core.
+    fn reduction(&self, op: &Op, x: &TensorView<'_, f32>, out: &mut [f32]) -> Option<()> {
+        let (fold, parts) = match op {
+            Op::Reduce { kind, axes, .. } => (
+                Fold::Reduce(*kind),
+                reduce_split(x.shape().dims(), axes.as_deref())?,
+            ),
+            Op::GlobalPool2d { kind } if x.shape().rank() == 4 => {
+                let fold = match kind {
+                    PoolKind::Max => Fold::GlobalMax,
+                    PoolKind::Avg { .. } => Fold::GlobalAvg,
+                };
+                (fold, reduce_split(x.shape().dims(), Some(&[2, 3]))?)
+            }
+            _ => return None,
+        };
+        let xs = x.as_slice().ok()?;
+        let chunks = self.chunks(out.len(), xs.len());
+        let parallel = |n: usize, f: &(dyn Fn(usize) + Sync)| self.parallel(n, f);
+        reduce(fold, xs, parts, out, chunks, &parallel).then_some(())
+    }
+
     /// An arena-held input's elements.
     fn data<'w>(&self, v: ValueId, words: &'w [u64]) -> Data<'w> {
         let n = self.plan.shapes[v].numel();
@@ -789,6 +874,27 @@ impl Ctx<'_> {
             _ => Data::F32(&bytemuck::cast_slice::<u64, f32>(words)[..n]),
         }
     }
+}
+
+/// A convolution's `x` and `w` as contiguous 4-D operands and its optional bias as
+/// a slice; `None` when one is not.
+type ConvOperands<'v> = (
+    (&'v [f32], [usize; 4]),
+    (&'v [f32], [usize; 4]),
+    Option<&'v [f32]>,
+);
+
+/// Inputs 0–2 of a convolution node as [`ConvOperands`].
+fn conv_operands<'v>(views: &[Option<TensorView<'v, f32>>]) -> Option<ConvOperands<'v>> {
+    let operand = |i: usize| {
+        let v = views.get(i)?.as_ref()?;
+        Some((v.as_slice().ok()?, v.shape().dims().try_into().ok()?))
+    };
+    let bias = match views.get(2) {
+        Some(Some(b)) => Some(b.as_slice().ok()?),
+        _ => None,
+    };
+    Some((operand(0)?, operand(1)?, bias))
 }
 
 /// Operand `i` of a node as a 1-D slice: `Some(None)` when absent, `None` when it is

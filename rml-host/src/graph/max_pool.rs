@@ -4,6 +4,8 @@
 
 use rml_core::ops::pool::Pool2dParams;
 
+use super::conv::columns_inside;
+
 /// Max-pools `x` (`[N, C, H, W]`) into `out` (`[N, C, OH, OW]`); `false` (nothing
 /// written) when the lengths do not match the dims or a window parameter is zero,
 /// leaving the node to rml-core.
@@ -23,33 +25,37 @@ pub fn max_pool2d(
     if !nonzero || x.len() != n * c * h * w || out.len() != n * c * oh * ow {
         return false;
     }
-    // Input index of tap `k` of window `o` along one axis, if on the input.
-    let tap = |o: usize, k: usize, axis: usize, pad: usize, size: usize| {
-        (o * p.stride[axis] + k * p.dilation[axis])
-            .checked_sub(pad)
-            .filter(|&i| i < size)
-    };
+    let (top, left) = (p.padding.top, p.padding.left);
     for (plane, dst) in x.chunks_exact(h * w).zip(out.chunks_exact_mut(oh * ow)) {
         for (oy, row) in dst.chunks_exact_mut(ow).enumerate() {
-            for (ox, v) in row.iter_mut().enumerate() {
-                let mut max = f32::NEG_INFINITY;
-                for ky in 0..p.kernel[0] {
-                    let Some(iy) = tap(oy, ky, 0, p.padding.top, h) else {
+            // Taps in the reference's order per output (rows, then columns), each
+            // tap swept over the output columns it lands on for; NaN once any tap
+            // is NaN, else the first largest — as selects, not data branches.
+            row.fill(f32::NEG_INFINITY);
+            for ky in 0..p.kernel[0] {
+                let iy = (oy * p.stride[0] + ky * p.dilation[0]).checked_sub(top);
+                let Some(src) = iy.filter(|&iy| iy < h).map(|iy| &plane[iy * w..][..w]) else {
+                    continue;
+                };
+                for kx in 0..p.kernel[1] {
+                    let shift = kx * p.dilation[1];
+                    let (lo, hi) = columns_inside(left, shift, p.stride[1], [w, ow]);
+                    if lo == hi {
                         continue;
-                    };
-                    let src = &plane[iy * w..][..w];
-                    for kx in 0..p.kernel[1] {
-                        if let Some(ix) = tap(ox, kx, 1, p.padding.left, w) {
-                            let value = src[ix];
-                            if value.is_nan() || max.is_nan() {
-                                max = f32::NAN;
-                            } else if value > max {
-                                max = value;
-                            }
-                        }
+                    }
+                    let taps = src[lo * p.stride[1] + shift - left..]
+                        .iter()
+                        .step_by(p.stride[1]);
+                    for (v, &value) in row[lo..hi].iter_mut().zip(taps) {
+                        let current = *v;
+                        let larger = if value > current { value } else { current };
+                        *v = if value.is_nan() | current.is_nan() {
+                            f32::NAN
+                        } else {
+                            larger
+                        };
                     }
                 }
-                *v = max;
             }
         }
     }

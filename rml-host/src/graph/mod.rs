@@ -50,13 +50,18 @@ mod attention;
 mod batch_norm;
 mod batched_matmul;
 mod conv;
+mod conv_transpose;
 pub mod exec;
 pub mod fuse;
+mod group_norm;
 mod max_pool;
+mod par;
 pub mod passes;
 pub mod plan;
+mod reduce;
 pub mod steps;
 pub mod tensors;
+mod upsample;
 
 pub use arena::BufferPool;
 pub use bind::BoundShapes;

@@ -1,11 +1,12 @@
 //! Graphs built in memory for the executor tests and benches: a layer-norm + GELU
-//! chain, an MLP of linears and activations, and a 20-node graph of tiny tensors;
-//! deterministic pseudo-random data.
+//! chain, an MLP of linears and activations, a 20-node graph of tiny tensors, a
+//! small convolutional net;
+//! deterministic pseudo-random data; running a graph for fusion on/off and 1–3 threads.
 
 #![allow(dead_code)]
 
 use rml_core::Shape;
-use rml_host::graph::{Buffer, DenseTensor, Graph, MemoryConstants, load_graph};
+use rml_host::graph::{Buffer, DenseTensor, Executor, Graph, MemoryConstants, Options, load_graph};
 use serde_json::{Value, json};
 
 /// `n` deterministic values in `[-1, 1)` from `seed`.
@@ -55,7 +56,7 @@ pub fn build(doc: &Value) -> (Graph, MemoryConstants) {
 }
 
 /// A declaration `{name, dtype: F32, shape}`.
-fn decl(name: &str, shape: Value) -> Value {
+pub fn decl(name: &str, shape: Value) -> Value {
     json!({"name": name, "dtype": "F32", "shape": shape})
 }
 
@@ -180,4 +181,67 @@ pub fn tiny20() -> Value {
         "constants": constants, "nodes": nodes,
         "outputs": [decl(&x, json!(["N", 4]))]
     })
+}
+
+/// A small convolutional net on `x [N, 4, 8, 8]`: conv2d, group_norm, relu,
+/// max_pool2d, conv_transpose2d (stride 2), upsample_nearest2d, global_avg_pool2d,
+/// reduce_mean, to `y [N, 4]`.
+pub fn conv_net() -> Value {
+    let node = |op: &str, inputs: &[&str], out: &str, attrs: Value| json!({"op": op, "inputs": inputs, "outputs": [out], "attrs": attrs});
+    let pad1 = json!([[1, 1], [1, 1]]);
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", 4, 8, 8]))],
+        "constants": [
+            decl("w1", json!([8, 4, 3, 3])), decl("b1", json!([8])),
+            decl("g", json!([8])), decl("b", json!([8])),
+            decl("w2", json!([8, 4, 4, 4])), decl("b2", json!([4])),
+        ],
+        "nodes": [
+            node("conv2d", &["x", "w1", "b1"], "c", json!({"padding": pad1})),
+            node("group_norm", &["c", "g", "b"], "n", json!({"num_groups": 2})),
+            node("relu", &["n"], "r", json!({})),
+            node("max_pool2d", &["r"], "p", json!({"kernel": [2, 2]})),
+            node("conv_transpose2d", &["p", "w2", "b2"], "t",
+                 json!({"stride": [2, 2], "padding": pad1})),
+            node("upsample_nearest2d", &["t"], "u", json!({"scale": [2, 2]})),
+            node("global_avg_pool2d", &["u"], "a", json!({})),
+            node("reduce_mean", &["a"], "y", json!({"axes": [2, 3]})),
+        ],
+        "outputs": [decl("y", json!(["N", 4]))]
+    })
+}
+
+/// Float outputs of `graph` on the executor for fusion on/off and 1–3 threads,
+/// asserted bitwise equal to each other; returns one of them.
+pub fn exec_all(
+    graph: &Graph,
+    constants: &MemoryConstants,
+    inputs: &[DenseTensor],
+) -> Vec<Vec<f32>> {
+    let mut base: Option<Vec<DenseTensor>> = None;
+    for fusion in [true, false] {
+        for threads in [1, 2, 3] {
+            let options = Options {
+                threads,
+                fusion,
+                profile: false,
+            };
+            let mut e = Executor::new(graph.clone(), constants, options).unwrap();
+            let got = e.run(inputs).unwrap().to_vec();
+            match &base {
+                Some(b) => assert_eq!(&got, b, "fusion {fusion}, {threads} threads"),
+                None => base = Some(got),
+            }
+        }
+    }
+    base.unwrap().into_iter().map(|t| f32s(&t.data)).collect()
+}
+
+/// The values of an F32 buffer (panics on another dtype).
+pub fn f32s(b: &Buffer) -> Vec<f32> {
+    match b {
+        Buffer::F32(v) => v.clone(),
+        _ => panic!("F32 outputs only"),
+    }
 }

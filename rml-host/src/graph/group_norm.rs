@@ -1,0 +1,62 @@
+//! `group_norm` on contiguous f32 `[N, C, …]` data: rml-core's two-pass f64 moments
+//! per (image, group) and its normalization formula, over plain slices, so it equals
+//! the reference bit for bit. (Image, group) blocks split across threads.
+
+use super::batch_norm::normalize;
+use super::par::{Parallel, for_row_blocks};
+
+/// Normalizes `x` (`dims` = `[N, C, …]`) in `groups` channel groups into `out`, with
+/// optional per-channel `weight` (γ) and `bias` (β); `false` (nothing written) when a
+/// length does not fit, `groups` does not divide `C`, or ε is negative, leaving the
+/// node to rml-core.
+pub fn group_norm(
+    x: &[f32],
+    dims: &[usize],
+    [weight, bias]: [Option<&[f32]>; 2],
+    (groups, epsilon): (usize, f32),
+    out: &mut [f32],
+    (chunks, parallel): (usize, Parallel<'_>),
+) -> bool {
+    let (Some(&n), Some(&c)) = (dims.first(), dims.get(1)) else {
+        return false;
+    };
+    let inner: usize = dims[2..].iter().product();
+    let per_channel = |v: Option<&[f32]>| v.is_none_or(|v| v.len() == c);
+    let fits = epsilon >= 0.0
+        && groups > 0
+        && c % groups == 0
+        && inner > 0
+        && x.len() == n * c * inner
+        && out.len() == x.len()
+        && per_channel(weight)
+        && per_channel(bias);
+    if !fits {
+        return false;
+    }
+    let per_group = c / groups;
+    let block = per_group * inner;
+    for_row_blocks(out, [n * groups, block], chunks, parallel, &|range, dst| {
+        for (j, dst) in range.zip(dst.chunks_exact_mut(block)) {
+            let src = &x[j * block..][..block];
+            let count = block as f64;
+            let mean = src.iter().map(|&v| f64::from(v)).sum::<f64>() / count;
+            let var = src
+                .iter()
+                .map(|&v| (f64::from(v) - mean) * (f64::from(v) - mean))
+                .sum::<f64>()
+                / count;
+            let inv_std = 1.0 / (var + f64::from(epsilon)).sqrt();
+            let first = (j % groups) * per_group;
+            for (ci, (s, d)) in src
+                .chunks_exact(inner)
+                .zip(dst.chunks_exact_mut(inner))
+                .enumerate()
+            {
+                let w = weight.map_or(1.0, |w| f64::from(w[first + ci]));
+                let b = bias.map_or(0.0, |b| f64::from(b[first + ci]));
+                normalize(s, d, [mean, inv_std, w, b]);
+            }
+        }
+    });
+    true
+}
