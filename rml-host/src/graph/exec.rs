@@ -10,6 +10,7 @@
 //! convolutions, other norms, reductions, matmul); data movement, attention and
 //! integer ops copy through the reference interpreter and allocate.
 
+use std::borrow::Cow;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,7 @@ use super::interp::float::fill;
 use super::interp::{In, run_node};
 use super::ir::{Graph, ValueId};
 use super::max_pool::max_pool2d;
+use super::movement;
 use super::op::{Op, PoolKind};
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
@@ -451,22 +453,28 @@ impl Ctx<'_> {
     /// Runs node `index` with the reference interpreter's op code, copying its
     /// inputs out of the arena and its outputs back.
     fn node(&self, index: usize, arena: &mut [u64]) -> Result<(), GraphError> {
+        let node = &self.graph.nodes[index];
+        // Data movement (slice, concat, split, gather, transpose, expand): strided
+        // copies on the arena, bit-identical to the interpreter.
+        if movement::run(self.graph, self.consts, self.plan, node, arena).is_some() {
+            return Ok(());
+        }
         if let Some(done) = self.native(index, arena) {
             return done;
         }
-        let node = &self.graph.nodes[index];
-        let owned: Vec<Option<(Shape, Buffer)>> = node
+        // Constants are borrowed; arena inputs are copied out.
+        let owned: Vec<Option<Cow<'_, (Shape, Buffer)>>> = node
             .inputs
             .iter()
             .map(|i| {
                 i.map(|i| match (self.consts.get(i), self.region(i)) {
-                    (Some(c), _) => c.clone(),
+                    (Some(c), _) => Cow::Borrowed(c),
                     (None, Some(r)) => {
                         let dtype = self.graph.values[i].ty.dtype;
                         let shape = self.plan.shapes[i];
                         let mut data = Buffer::zeros(dtype, shape.numel()).expect("held dtype");
                         read_into(&arena[r.offset..r.end()], &mut data);
-                        (shape, data)
+                        Cow::Owned((shape, data))
                     }
                     (None, None) => unreachable!("inputs are held"),
                 })
@@ -477,7 +485,7 @@ impl Ctx<'_> {
             .iter()
             .zip(&owned)
             .map(|(i, o)| {
-                i.zip(o.as_ref()).map(|(i, (shape, data))| In {
+                i.zip(o.as_deref()).map(|(i, (shape, data))| In {
                     name: &self.graph.values[i].name,
                     shape,
                     data,

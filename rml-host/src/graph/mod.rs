@@ -52,6 +52,7 @@ mod conv;
 pub mod exec;
 pub mod fuse;
 mod max_pool;
+mod movement;
 pub mod passes;
 pub mod plan;
 pub mod steps;
