@@ -25,6 +25,7 @@ use super::constants::ConstantValues;
 use super::conv::Conv2d;
 use super::error::{GraphError, Site};
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
+use super::hoist::hoist_shared_linears;
 use super::interp::float::fill;
 use super::interp::{In, run_node};
 use super::ir::{Graph, ValueId};
@@ -91,6 +92,7 @@ impl Executor {
         weights: &dyn ConstantValues,
         options: Options,
     ) -> Result<Executor, GraphError> {
+        let graph = hoist_shared_linears(graph);
         let (consts, remaining) = fold_constants(&graph, weights)?;
         let live = eliminate_dead(&graph, &remaining);
         let steps = build_steps(&graph, &consts, &live, options.fusion);
@@ -295,7 +297,7 @@ impl Ctx<'_> {
             } => {
                 let g = GemmStep {
                     gemm: Gemm {
-                        packed,
+                        packed: &packed[..],
                         k: *k,
                         m: *m,
                     },

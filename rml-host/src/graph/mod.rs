@@ -51,6 +51,7 @@ mod batched_matmul;
 mod conv;
 pub mod exec;
 pub mod fuse;
+mod hoist;
 mod max_pool;
 mod movement;
 pub mod passes;
