@@ -1,6 +1,6 @@
 //! After the first run with given shapes, a single-threaded run of a graph made of
-//! linears, fused elementwise programs, aliases and rml-core ops (layer norm)
-//! allocates nothing on the heap.
+//! linears, fused elementwise programs, aliases, rml-core ops (layer norm) and data
+//! movement (slice, concat, transpose, split) allocates nothing on the heap.
 
 mod exec_support;
 
@@ -41,6 +41,7 @@ fn runs_after_the_first_allocate_nothing() {
         exec_support::mlp(32, 3),
         exec_support::tiny20(),
         exec_support::norm_gelu_chain(16, 2),
+        exec_support::unrolled_rnn(6, 10, 5),
     ] {
         let (graph, constants) = exec_support::build(&doc);
         let width = graph.values[graph.inputs[0]].ty.shape[1].fixed().unwrap();
