@@ -7,7 +7,8 @@
 //! a `conv2d` as im2col + GEMM or a `matmul` of two activations on the GEMM
 //! (per-thread buffers, grown once), a `max_pool2d` or `batch_norm` on slices, or one
 //! rml-core call writing into the arena (other pooling and
-//! convolutions, other norms, reductions, matmul); data movement, attention and
+//! convolutions, other norms, reductions, matmul), or data movement (slice, concat,
+//! split, gather, transpose, expand as strided copies); attention and the remaining
 //! integer ops copy through the reference interpreter and allocate.
 
 use std::borrow::Cow;
