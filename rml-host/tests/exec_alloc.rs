@@ -1,7 +1,8 @@
 //! After the first run with given shapes, a single-threaded run of a graph made of
 //! linears, fused elementwise programs, aliases, rml-core ops (layer norm), attention
-//! on the GEMM and the convolution-family paths (conv2d, conv_transpose2d, group norm,
-//! pooling, upsampling, reductions) allocates nothing on the heap.
+//! on the GEMM, the convolution-family paths (conv2d, conv_transpose2d, group norm,
+//! pooling, upsampling, reductions) and data movement (slice, concat, transpose,
+//! split) allocates nothing on the heap.
 
 mod exec_support;
 
@@ -44,6 +45,7 @@ fn runs_after_the_first_allocate_nothing() {
         exec_support::norm_gelu_chain(16, 2),
         exec_support::self_attention(16),
         exec_support::conv_net(),
+        exec_support::unrolled_rnn(6, 10, 5),
     ] {
         let (graph, constants) = exec_support::build(&doc);
         // The batch dim "N" is 4.

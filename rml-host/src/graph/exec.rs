@@ -7,10 +7,12 @@
 //! a `conv2d` as im2col + GEMM, a `matmul` of two activations or an attention on the
 //! GEMM (per-thread buffers, grown once), a `conv_transpose2d` as GEMM + col2im, a
 //! `max_pool2d`, `batch_norm`, `group_norm`, `upsample_nearest2d`, reduction or
-//! global pool on slices, or one rml-core call writing into the arena (other pooling
-//! and convolutions, other norms, reductions, matmul); data movement and
-//! integer ops copy through the reference interpreter and allocate.
+//! global pool on slices, data movement (slice, concat, split, gather, transpose,
+//! expand as strided copies), or one rml-core call writing into the arena (other
+//! pooling and convolutions, other norms, reductions, matmul); the remaining integer
+//! ops copy through the reference interpreter and allocate.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -29,10 +31,12 @@ use super::conv_transpose::ConvTranspose2d;
 use super::error::{GraphError, Site};
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
 use super::group_norm::group_norm;
+use super::hoist::hoist_shared_linears;
 use super::interp::float::fill;
 use super::interp::{In, run_node};
 use super::ir::{Graph, ValueId};
 use super::max_pool::max_pool2d;
+use super::movement;
 use super::op::{Op, PoolKind};
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
@@ -96,6 +100,7 @@ impl Executor {
         weights: &dyn ConstantValues,
         options: Options,
     ) -> Result<Executor, GraphError> {
+        let graph = hoist_shared_linears(graph);
         let (consts, remaining) = fold_constants(&graph, weights)?;
         let live = eliminate_dead(&graph, &remaining);
         let steps = build_steps(&graph, &consts, &live, options.fusion);
@@ -300,7 +305,7 @@ impl Ctx<'_> {
             } => {
                 let g = GemmStep {
                     gemm: Gemm {
-                        packed,
+                        packed: &packed[..],
                         k: *k,
                         m: *m,
                     },
@@ -474,22 +479,28 @@ impl Ctx<'_> {
     /// Runs node `index` with the reference interpreter's op code, copying its
     /// inputs out of the arena and its outputs back.
     fn node(&self, index: usize, arena: &mut [u64]) -> Result<(), GraphError> {
+        let node = &self.graph.nodes[index];
+        // Data movement (slice, concat, split, gather, transpose, expand): strided
+        // copies on the arena, bit-identical to the interpreter.
+        if movement::run(self.graph, self.consts, self.plan, node, arena).is_some() {
+            return Ok(());
+        }
         if let Some(done) = self.native(index, arena) {
             return done;
         }
-        let node = &self.graph.nodes[index];
-        let owned: Vec<Option<(Shape, Buffer)>> = node
+        // Constants are borrowed; arena inputs are copied out.
+        let owned: Vec<Option<Cow<'_, (Shape, Buffer)>>> = node
             .inputs
             .iter()
             .map(|i| {
                 i.map(|i| match (self.consts.get(i), self.region(i)) {
-                    (Some(c), _) => c.clone(),
+                    (Some(c), _) => Cow::Borrowed(c),
                     (None, Some(r)) => {
                         let dtype = self.graph.values[i].ty.dtype;
                         let shape = self.plan.shapes[i];
                         let mut data = Buffer::zeros(dtype, shape.numel()).expect("held dtype");
                         read_into(&arena[r.offset..r.end()], &mut data);
-                        (shape, data)
+                        Cow::Owned((shape, data))
                     }
                     (None, None) => unreachable!("inputs are held"),
                 })
@@ -500,7 +511,7 @@ impl Ctx<'_> {
             .iter()
             .zip(&owned)
             .map(|(i, o)| {
-                i.zip(o.as_ref()).map(|(i, (shape, data))| In {
+                i.zip(o.as_deref()).map(|(i, (shape, data))| In {
                     name: &self.graph.values[i].name,
                     shape,
                     data,

@@ -376,6 +376,52 @@ impl Broadcast {
         Broadcast::General { dims, strides }
     }
 
+    /// `out[i] = data[index(first + i)]`. A `General` operand walks the output's
+    /// multi-index from `first` (divisions once per call, not per element) and copies
+    /// or fills whole runs of the last axis.
+    fn load(&self, data: Data<'_>, first: usize, out: &mut [f32]) {
+        let Broadcast::General { dims, strides } = *self else {
+            for (i, x) in out.iter_mut().enumerate() {
+                *x = data.get(self.index(first + i));
+            }
+            return;
+        };
+        let mut index = [0usize; 8];
+        let (mut e, mut at) = (first, 0);
+        for axis in (0..8).rev() {
+            index[axis] = e % dims[axis];
+            e /= dims[axis];
+            at += index[axis] * strides[axis];
+        }
+        let (len, step) = (dims[7], strides[7]);
+        let mut done = 0;
+        while done < out.len() {
+            let run = (len - index[7]).min(out.len() - done);
+            let dst = &mut out[done..done + run];
+            match data {
+                Data::F32(v) if step == 1 => dst.copy_from_slice(&v[at..at + run]),
+                Data::F32(v) if step == 0 => dst.fill(v[at]),
+                _ => {
+                    for (i, x) in dst.iter_mut().enumerate() {
+                        *x = data.get(at + i * step);
+                    }
+                }
+            }
+            done += run;
+            at += run * step;
+            index[7] += run;
+            // Carry into the outer axes.
+            let mut axis = 7;
+            while index[axis] == dims[axis] && axis > 0 {
+                at -= dims[axis] * strides[axis];
+                index[axis] = 0;
+                axis -= 1;
+                index[axis] += 1;
+                at += strides[axis];
+            }
+        }
+    }
+
     /// The operand index of output element `e`.
     fn index(&self, mut e: usize) -> usize {
         match *self {
@@ -493,11 +539,7 @@ impl Program {
                         }
                     }
                     Source::Data(Data::F32(v), Broadcast::Scalar) => d.fill(v[0]),
-                    Source::Data(data, bc) => {
-                        for (i, x) in d.iter_mut().enumerate() {
-                            *x = data.get(bc.index(base + start + i));
-                        }
-                    }
+                    Source::Data(data, bc) => bc.load(data, base + start, d),
                     Source::Output(j) => match &outs[j] {
                         DataMut::F32(v) => d.copy_from_slice(&v[start..start + n]),
                         DataMut::Bool(v) => {

@@ -3,6 +3,9 @@
 //! weight pre-packed, a zero-copy [`StepKind::Alias`] (reshape and friends), or a
 //! [`StepKind::Node`] run by the reference interpreter's op code.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use rml_core::DType;
 use rml_kernels::gemm::{self, MatRef};
 
@@ -22,8 +25,10 @@ pub enum StepKind {
     Linear {
         /// The `[..., K]` input.
         x: ValueId,
-        /// The packed `K × M` weight (`packed_b_len(k, m)` values).
-        packed: Vec<f32>,
+        /// The packed `K × M` weight (`packed_b_len(k, m)` values), shared by every
+        /// step that multiplies by the same constant the same way (an unrolled
+        /// recurrence's steps read one copy, which stays in cache).
+        packed: Arc<[f32]>,
         /// Inner size.
         k: usize,
         /// Output features.
@@ -98,6 +103,7 @@ pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bo
     };
     let programs = group(graph, nodes, fuse, &needed_outside);
     let mut steps = Vec::new();
+    let mut packs = Packs::new();
     for (slot, program) in programs.into_iter().enumerate() {
         let node = nodes[slot];
         if let Some(program) = program {
@@ -114,7 +120,7 @@ pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bo
             continue; // a later member of a program
         }
         let n = &graph.nodes[node];
-        let kind = linear_step(graph, consts, node).unwrap_or_else(|| match n.op {
+        let kind = linear_step(graph, consts, node, &mut packs).unwrap_or_else(|| match n.op {
             Op::Reshape { .. }
             | Op::Flatten { .. }
             | Op::Squeeze { .. }
@@ -299,9 +305,17 @@ fn attach_epilogues(graph: &Graph, steps: Vec<Step>) -> Vec<Step> {
     merged
 }
 
+/// Packed weights by constant and layout (`true`: stored `[M, K]`).
+type Packs = HashMap<(ValueId, bool), Arc<[f32]>>;
+
 /// A `linear` with a constant 2-D weight, or a `matmul` (no `transpose_a`) with a
 /// constant 2-D right operand, on F32: a [`StepKind::Linear`] with the weight packed.
-fn linear_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKind> {
+fn linear_step(
+    graph: &Graph,
+    consts: &ConstTable,
+    node: usize,
+    packs: &mut Packs,
+) -> Option<StepKind> {
     let n = &graph.nodes[node];
     let x = n.inputs[0]?;
     let w = n.inputs.get(1).copied().flatten()?;
@@ -326,15 +340,23 @@ fn linear_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKi
     } else {
         (rows, cols)
     };
-    // B is `k × m`: the transpose of an [M, K] store, or the [K, M] store itself.
-    let b = if stored_mk {
-        MatRef::row_major(data, m, k).map(MatRef::t)
-    } else {
-        MatRef::row_major(data, k, m)
-    }
-    .ok()?;
-    let mut packed = vec![0.0f32; gemm::packed_b_len(k, m).ok()?];
-    gemm::pack_b(b, &mut packed).ok()?;
+    let packed = match packs.get(&(w, stored_mk)) {
+        Some(p) => Arc::clone(p),
+        None => {
+            // B is `k × m`: the transpose of an [M, K] store, or the [K, M] store itself.
+            let b = if stored_mk {
+                MatRef::row_major(data, m, k).map(MatRef::t)
+            } else {
+                MatRef::row_major(data, k, m)
+            }
+            .ok()?;
+            let mut packed = vec![0.0f32; gemm::packed_b_len(k, m).ok()?];
+            gemm::pack_b(b, &mut packed).ok()?;
+            let packed: Arc<[f32]> = packed.into();
+            packs.insert((w, stored_mk), Arc::clone(&packed));
+            packed
+        }
+    };
     Some(StepKind::Linear {
         x,
         packed,

@@ -245,3 +245,49 @@ pub fn f32s(b: &Buffer) -> Vec<f32> {
         _ => panic!("F32 outputs only"),
     }
 }
+
+/// An Elman RNN unrolled over `steps` as exporters write it: `x [N, steps·k]` is
+/// reshaped to `[N, steps, k]`, each step reads `squeeze(slice(x, t))` through a
+/// shared-weight input linear (which the executor hoists) plus a recurrent linear
+/// and `tanh`; the states are concatenated, transposed and split in two.
+pub fn unrolled_rnn(k: usize, h: usize, steps: usize) -> Value {
+    let constants = vec![
+        decl("w_ih", json!([h, k])),
+        decl("b_ih", json!([h])),
+        decl("w_hh", json!([h, h])),
+    ];
+    let mut nodes = vec![
+        json!({"op": "reshape", "inputs": ["x"], "outputs": ["xs"], "attrs": {"shape": [0, steps, k]}}),
+    ];
+    let mut states = Vec::new();
+    for t in 0..steps {
+        let n = |s: &str| format!("{s}{t}");
+        nodes.push(
+            json!({"op": "slice", "inputs": ["xs"], "outputs": [n("sl")],
+            "attrs": {"axes": [1], "starts": [t], "ends": [t + 1]}}),
+        );
+        nodes.push(json!({"op": "squeeze", "inputs": [n("sl")], "outputs": [n("xt")], "attrs": {"axes": [-2]}}));
+        nodes.push(
+            json!({"op": "linear", "inputs": [n("xt"), "w_ih", "b_ih"], "outputs": [n("u")]}),
+        );
+        let pre = if t == 0 {
+            n("u")
+        } else {
+            nodes.push(json!({"op": "linear", "inputs": [format!("h{}", t - 1), "w_hh"], "outputs": [n("r")]}));
+            nodes.push(json!({"op": "add", "inputs": [n("u"), n("r")], "outputs": [n("p")]}));
+            n("p")
+        };
+        nodes.push(json!({"op": "tanh", "inputs": [pre], "outputs": [n("h")]}));
+        states.push(n("h"));
+    }
+    nodes.push(json!({"op": "concat", "inputs": states, "outputs": ["hs"], "attrs": {"axis": -1}}));
+    nodes.push(json!({"op": "reshape", "inputs": ["hs"], "outputs": ["hs3"], "attrs": {"shape": [0, steps, h]}}));
+    nodes.push(json!({"op": "transpose", "inputs": ["hs3"], "outputs": ["ht"], "attrs": {"perm": [0, 2, 1]}}));
+    nodes.push(json!({"op": "split", "inputs": ["ht"], "outputs": ["lo", "hi"], "attrs": {"axis": 1, "sizes": [h / 2, h - h / 2]}}));
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", steps * k]))],
+        "constants": constants, "nodes": nodes,
+        "outputs": [decl("lo", json!(["N", h / 2, steps])), decl("hi", json!(["N", h - h / 2, steps]))]
+    })
+}
