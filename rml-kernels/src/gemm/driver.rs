@@ -10,7 +10,10 @@ use super::{ALIGN_F32, KC, MC, MR, NC, NR, PackedB, SMALL_M, Weight};
 use crate::isa::Isa;
 
 /// Largest row-major A (in bytes) read in place by the micro-kernels.
-const DIRECT_A_MAX_BYTES: usize = 16 << 10;
+const DIRECT_A_MAX_BYTES: usize = 256 << 10;
+
+/// Largest row-contiguous f32 B (in bytes) read in place by the micro-kernels.
+const DIRECT_B_MAX_BYTES: usize = 16 << 10;
 
 /// Where B comes from.
 pub(crate) enum BSrc<'a, T> {
@@ -96,7 +99,9 @@ pub(crate) fn run<T: Weight>(
     // Small M reads a row-contiguous f32 B in place: each B element is used by
     // at most two row tiles, so packing it would cost more than it saves.
     let direct_b: Option<(&[f32], usize)> = match &b {
-        BSrc::Plain(bm) if m <= SMALL_M && bm.cs == 1 => T::as_f32(bm.data).map(|d| (d, bm.rs)),
+        BSrc::Plain(bm) if bm.cs == 1 && (m <= SMALL_M || k * n * 4 <= DIRECT_B_MAX_BYTES) => {
+            T::as_f32(bm.data).map(|d| (d, bm.rs))
+        }
         _ => None,
     };
     // Balanced row tiles on the direct path (8 rows = 4 + 4).
