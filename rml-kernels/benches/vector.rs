@@ -47,7 +47,6 @@ fn data(n: usize, lo: f32, hi: f32) -> Vec<f32> {
 /// Times `f` for each case in group `name`, with `bytes(n)` of traffic per call.
 fn run(c: &mut Criterion, name: &str, bytes: impl Fn(usize) -> u64, mut f: impl FnMut(usize)) {
     let quick = std::env::var_os("RML_BENCH_QUICK").is_some();
-    let cpu = common::cpu_clock();
     let mut g = c.benchmark_group(name);
     g.warm_up_time(std::time::Duration::from_millis(if quick {
         200
@@ -64,7 +63,7 @@ fn run(c: &mut Criterion, name: &str, bytes: impl Fn(usize) -> u64, mut f: impl 
         isa::force(isa).expect("supported ISA");
         g.throughput(Throughput::Bytes(bytes(n)));
         g.bench_function(BenchmarkId::new(label, isa.name()), |b| {
-            b.iter_custom(|iters| common::time_iters(cpu, iters, || f(n)))
+            b.iter_custom(|iters| common::time_iters(iters, || f(n)))
         });
     }
     isa::force(isa::detect()).expect("detected ISA");
