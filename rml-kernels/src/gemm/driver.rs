@@ -9,8 +9,14 @@ use super::tile::{TileSpec, tile_scalar};
 use super::{ALIGN_F32, KC, MC, MR, NC, NR, PackedB, SMALL_M, Weight};
 use crate::isa::Isa;
 
-/// Largest row-major A (in bytes) read in place by the micro-kernels.
-const DIRECT_A_MAX_BYTES: usize = 16 << 10;
+/// Largest row-major A (in bytes) read in place by the micro-kernels (when `k ≤ KC`;
+/// longer rows alias a tile's A rows with the B micro-panel in L1). A quarter of L2:
+/// packing it would copy as much as the product reads.
+const DIRECT_A_MAX_BYTES: usize = 256 << 10;
+
+/// Largest row-contiguous f32 B (in bytes) read in place by the micro-kernels at any
+/// M: half of L1, where packing it costs more than its reuse saves.
+const DIRECT_B_MAX_BYTES: usize = 16 << 10;
 
 /// Where B comes from.
 pub(crate) enum BSrc<'a, T> {
@@ -90,13 +96,17 @@ pub(crate) fn run<T: Weight>(
         return scale_only(beta, &mut c, epi);
     }
     let kern = Kernel::new(isa);
-    // A small enough to stay in L1 is read in place (packing it would cost as much
-    // as the product); a large A is packed so the kernel streams it from L2.
-    let direct_a = m <= SMALL_M || (a.cs == 1 && m * k * 4 <= DIRECT_A_MAX_BYTES);
-    // Small M reads a row-contiguous f32 B in place: each B element is used by
-    // at most two row tiles, so packing it would cost more than it saves.
+    // A small enough to be reused from L1/L2 with short rows is read in place
+    // (packing it would cost as much as it saves); a large A is packed so the
+    // kernel streams it contiguously from L2.
+    let direct_a = m <= SMALL_M || (a.cs == 1 && k <= KC && m * k * 4 <= DIRECT_A_MAX_BYTES);
+    // Small M, or a B of at most half of L1, reads a row-contiguous f32 B in place:
+    // each B element is used by at most two row tiles, or B stays in L1 anyway, so
+    // packing it would cost more than it saves.
     let direct_b: Option<(&[f32], usize)> = match &b {
-        BSrc::Plain(bm) if m <= SMALL_M && bm.cs == 1 => T::as_f32(bm.data).map(|d| (d, bm.rs)),
+        BSrc::Plain(bm) if bm.cs == 1 && (m <= SMALL_M || k * n * 4 <= DIRECT_B_MAX_BYTES) => {
+            T::as_f32(bm.data).map(|d| (d, bm.rs))
+        }
         _ => None,
     };
     // Balanced row tiles on the direct path (8 rows = 4 + 4).

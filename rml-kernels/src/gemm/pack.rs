@@ -15,6 +15,17 @@ use crate::isa::Isa;
 
 use super::mat::MatRef;
 
+/// Asks for the cache line holding `p` (a hint: never faults, any address).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch(p: *const f32) {
+    // SAFETY: a prefetch is a hint (SSE, always present on x86_64); it never faults,
+    // whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    }
+}
+
 /// Packs rows `i0..i0+mc`, columns `p0..p0+kc` of `a` into `out` as
 /// `ceil(mc / MR)` panels of `MR × kc`.
 pub(crate) fn pack_a(
@@ -123,6 +134,42 @@ pub(crate) fn pack_b_panel<T: Weight>(
     }
 }
 
+/// Rows per group when packing a row-major B: the group's rows are read front to
+/// back (a few sequential streams) and each panel receives a contiguous
+/// `PACK_B_ROWS × NR` run. Packing panel by panel instead reads 64 bytes per row at a
+/// large stride, and row by row writes to every panel at a 16 KiB stride; both alias
+/// in L1 (measured: B packing was 20% of a 64×256×256 product).
+const PACK_B_ROWS: usize = 8;
+
+/// A row-major f32 B seen from the block being packed: `B[p0 + p, j0 + j] =
+/// data[(p0 + p)·rs + j0 + j]`.
+pub(crate) struct B32<'a> {
+    pub data: &'a [f32],
+    pub rs: usize,
+    pub p0: usize,
+    pub j0: usize,
+}
+
+/// Packs the `full` whole `NR`-column panels of a `kc`-row block of a row-major f32
+/// B into `out`, `PACK_B_ROWS` rows at a time. Written as plain slice copies, so
+/// the AVX2 instance (`Avx2::pack_b_rows_f32`) moves each 16-float row piece with
+/// two 32-byte loads and stores instead of four 16-byte ones.
+#[inline(always)]
+pub(crate) fn pack_b_rows_f32(b: &B32<'_>, kc: usize, full: usize, out: &mut [f32]) {
+    for pg in (0..kc).step_by(PACK_B_ROWS) {
+        let rows = PACK_B_ROWS.min(kc - pg);
+        for t in 0..full {
+            let dst = &mut out[(t * kc + pg) * NR..(t * kc + pg + rows) * NR];
+            for (q, d) in dst.chunks_exact_mut(NR).enumerate() {
+                let s = (b.p0 + pg + q) * b.rs + b.j0 + t * NR;
+                #[cfg(target_arch = "x86_64")]
+                prefetch(b.data.as_ptr().wrapping_add(s + PACK_B_ROWS * b.rs));
+                d.copy_from_slice(&b.data[s..s + NR]);
+            }
+        }
+    }
+}
+
 /// Packs columns `j0..j0+nc` (rows `p0..p0+kc`) of `b` as consecutive panels of
 /// `kc × NR` into `out`.
 pub(crate) fn pack_b_block<T: Weight>(
@@ -135,25 +182,35 @@ pub(crate) fn pack_b_block<T: Weight>(
     out: &mut [f32],
 ) {
     if b.cs == 1 {
-        // Row-major B, in groups of PACK_B_ROWS rows: the group's rows are read front
-        // to back (a few sequential streams) and each panel receives a contiguous
-        // PACK_B_ROWS × NR run. Packing panel by panel instead reads 64 bytes per row
-        // at a large stride, and row by row writes to every panel at a 16 KiB stride;
-        // both alias in L1 (measured: B packing was 20% of a 64×256×256 product).
-        const PACK_B_ROWS: usize = 8;
+        // Row-major B, in groups of PACK_B_ROWS rows (see there).
         let out = &mut out[..nc.div_ceil(NR) * kc * NR];
         let full = nc / NR;
         let rest = nc - full * NR;
+        if let Some(bf) = T::as_f32(b.data) {
+            let src = B32 {
+                data: bf,
+                rs: b.rs,
+                p0,
+                j0,
+            };
+            #[cfg(target_arch = "x86_64")]
+            if let Some(k) = super::x86_avx2::Avx2::new(isa) {
+                k.pack_b_rows_f32(&src, kc, full, out);
+            } else {
+                pack_b_rows_f32(&src, kc, full, out);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            pack_b_rows_f32(&src, kc, full, out);
+        }
         for pg in (0..kc).step_by(PACK_B_ROWS) {
             let rows = PACK_B_ROWS.min(kc - pg);
-            for t in 0..full {
-                for p in pg..pg + rows {
-                    let s = (p0 + p) * b.rs + j0 + t * NR;
-                    let piece = &b.data[s..s + NR];
-                    let d = &mut out[(t * kc + p) * NR..(t * kc + p + 1) * NR];
-                    match T::as_f32(piece) {
-                        Some(f) => d.copy_from_slice(f),
-                        None => T::convert(isa, piece, d),
+            if T::as_f32(b.data).is_none() {
+                for t in 0..full {
+                    for p in pg..pg + rows {
+                        let s = (p0 + p) * b.rs + j0 + t * NR;
+                        let piece = &b.data[s..s + NR];
+                        let d = &mut out[(t * kc + p) * NR..(t * kc + p + 1) * NR];
+                        T::convert(isa, piece, d);
                     }
                 }
             }

@@ -53,6 +53,18 @@ impl Avx2 {
         }
     }
 
+    /// `pack::pack_b_rows_f32` compiled with AVX2 (32-byte moves).
+    pub(crate) fn pack_b_rows_f32(
+        self,
+        b: &super::pack::B32<'_>,
+        kc: usize,
+        full: usize,
+        out: &mut [f32],
+    ) {
+        // SAFETY: the token proves AVX2; the callee is safe code (slice copies).
+        unsafe { pack_b_rows_f32_avx2(b, kc, full, out) }
+    }
+
     /// Converts f16 to f32 with F16C (`src.len() == dst.len()` is enforced).
     pub(crate) fn f16_to_f32(self, src: &[half::f16], dst: &mut [f32]) {
         let n = src.len().min(dst.len());
@@ -219,6 +231,12 @@ unsafe fn tile_mr<const M: usize, const PACKED: bool>(
             }
         }
     }
+}
+
+/// See [`Avx2::pack_b_rows_f32`].
+#[target_feature(enable = "avx2")]
+fn pack_b_rows_f32_avx2(b: &super::pack::B32<'_>, kc: usize, full: usize, out: &mut [f32]) {
+    super::pack::pack_b_rows_f32(b, kc, full, out)
 }
 
 /// # Safety

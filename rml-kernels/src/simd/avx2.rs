@@ -7,7 +7,7 @@
 
 use core::arch::x86_64::*;
 
-use super::Simd;
+use super::{SQRT_HALF_BITS, Simd};
 
 /// Eight f32 lanes in a ymm register.
 #[derive(Clone, Copy, Debug)]
@@ -225,11 +225,14 @@ impl Simd for F32x8 {
     fn exponent_mantissa(self) -> (Self, Self) {
         // SAFETY: AVX2 available (module docs).
         unsafe {
-            let bits = _mm256_castps_si256(self.0);
-            let e = _mm256_sub_epi32(_mm256_srli_epi32::<23>(bits), _mm256_set1_epi32(127));
-            let m = _mm256_or_si256(
-                _mm256_and_si256(bits, _mm256_set1_epi32(0x007f_ffff)),
-                _mm256_set1_epi32(0x3f80_0000),
+            let t = _mm256_sub_epi32(
+                _mm256_castps_si256(self.0),
+                _mm256_set1_epi32(SQRT_HALF_BITS),
+            );
+            let e = _mm256_srai_epi32::<23>(t);
+            let m = _mm256_add_epi32(
+                _mm256_and_si256(t, _mm256_set1_epi32(0x007f_ffff)),
+                _mm256_set1_epi32(SQRT_HALF_BITS),
             );
             (F32x8(_mm256_cvtepi32_ps(e)), F32x8(_mm256_castsi256_ps(m)))
         }

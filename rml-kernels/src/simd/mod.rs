@@ -83,7 +83,9 @@ pub(crate) trait Simd: Copy {
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;
     /// `2^self` for integral lanes in `[-126, 127]`.
     fn pow2(self) -> Self;
-    /// For positive normal lanes: (unbiased exponent as f32, mantissa in `[1, 2)`).
+    /// For positive normal lanes: `(e, m)` with `self = 2^e · m`, `e` integral and
+    /// `m` in `[√½, √2)` (split at the bit pattern [`SQRT_HALF_BITS`]: integer
+    /// subtract, shift, mask and add, no compare).
     fn exponent_mantissa(self) -> (Self, Self);
     /// `|self|` with the sign bit of `sign`.
     fn copysign(self, sign: Self) -> Self;
@@ -92,6 +94,10 @@ pub(crate) trait Simd: Copy {
     /// Maximum of the lanes, NaN if any lane is NaN.
     fn reduce_max(self) -> f32;
 }
+
+/// The bits of the f32 just below `√½` (0.70710677): `exponent_mantissa` subtracts
+/// them so the mantissa lands in `[√½, √2)` and the exponent borrows as needed.
+pub(crate) const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
 
 /// Loads `s.len() < V::LANES` elements, the missing lanes set to `pad`.
 #[inline(always)]

@@ -9,7 +9,7 @@
 use core::arch::aarch64::*;
 use core::arch::asm;
 
-use super::Simd;
+use super::{SQRT_HALF_BITS, Simd};
 
 /// Four f32 lanes in a q register.
 #[derive(Clone, Copy, Debug)]
@@ -184,16 +184,13 @@ impl Simd for F32x4 {
     fn exponent_mantissa(self) -> (Self, Self) {
         // SAFETY: NEON is baseline.
         unsafe {
-            let bits = vreinterpretq_u32_f32(self.0);
-            let e = vsubq_s32(
-                vreinterpretq_s32_u32(vshrq_n_u32::<23>(bits)),
-                vdupq_n_s32(127),
+            let t = vsubq_s32(vreinterpretq_s32_f32(self.0), vdupq_n_s32(SQRT_HALF_BITS));
+            let e = vshrq_n_s32::<23>(t);
+            let m = vaddq_s32(
+                vandq_s32(t, vdupq_n_s32(0x007f_ffff)),
+                vdupq_n_s32(SQRT_HALF_BITS),
             );
-            let m = vorrq_u32(
-                vandq_u32(bits, vdupq_n_u32(0x007f_ffff)),
-                vdupq_n_u32(0x3f80_0000),
-            );
-            (F32x4(vcvtq_f32_s32(e)), F32x4(vreinterpretq_f32_u32(m)))
+            (F32x4(vcvtq_f32_s32(e)), F32x4(vreinterpretq_f32_s32(m)))
         }
     }
     #[inline(always)]

@@ -1,7 +1,7 @@
 //! The portable one-lane implementation of [`Simd`]: plain f32 arithmetic, no FMA
 //! (so `mul_add` rounds twice and `mul_err` uses Dekker's exact product).
 
-use super::Simd;
+use super::{SQRT_HALF_BITS, Simd};
 
 /// One f32 lane.
 #[derive(Clone, Copy, Debug)]
@@ -120,9 +120,9 @@ impl Simd for F32x1 {
     }
     #[inline(always)]
     fn exponent_mantissa(self) -> (Self, Self) {
-        let bits = self.0.to_bits();
-        let e = ((bits >> 23) as i32 - 127) as f32;
-        let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000);
+        let t = self.0.to_bits().wrapping_sub(SQRT_HALF_BITS as u32);
+        let e = ((t as i32) >> 23) as f32;
+        let m = f32::from_bits((t & 0x007f_ffff) + SQRT_HALF_BITS as u32);
         (F32x1(e), F32x1(m))
     }
     #[inline(always)]
