@@ -38,6 +38,7 @@ use super::ir::{Graph, ValueId};
 use super::max_pool::max_pool2d;
 use super::movement;
 use super::op::{Op, PoolKind};
+use super::par::{MAX_CHUNKS, for_row_blocks};
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
 use super::reduce::{Fold, reduce, split as reduce_split};
@@ -48,9 +49,6 @@ use rml_kernels::{gemm, norm, softmax};
 
 /// Most inputs of a node run by [`fill`].
 const MAX_FILL_INPUTS: usize = 5;
-
-/// Most chunks a step is split into across threads.
-const MAX_CHUNKS: usize = 16;
 
 /// Work (elements × instructions) below which a step stays on the calling thread.
 const MIN_PARALLEL_WORK: usize = 1 << 15;
@@ -726,19 +724,10 @@ impl Ctx<'_> {
             return row_kernel(op, views, 0..rows, y);
         }
         row_kernel(op, views, 0..0, &mut [])?.ok()?;
-        let slots: [Mutex<Option<&mut [f32]>>; MAX_CHUNKS] =
-            std::array::from_fn(|_| Mutex::new(None));
-        let mut rest = y;
-        for (c, slot) in slots.iter().enumerate().take(chunks) {
-            let len = chunk_range(rows, chunks, c).len() * cols;
-            let (head, tail) = rest.split_at_mut(len.min(rest.len()));
-            *slot.lock().expect("fresh mutex") = Some(head);
-            rest = tail;
-        }
         let failed = Mutex::new(None);
-        self.parallel(chunks, |c| {
-            if let Some(piece) = slots[c].lock().ok().and_then(|mut s| s.take())
-                && let Some(Err(e)) = row_kernel(op, views, chunk_range(rows, chunks, c), piece)
+        let parallel = |n: usize, f: &(dyn Fn(usize) + Sync)| self.parallel(n, f);
+        for_row_blocks(y, [rows, cols], chunks, &parallel, &|range, piece| {
+            if let Some(Err(e)) = row_kernel(op, views, range, piece)
                 && let Ok(mut f) = failed.lock()
             {
                 *f = Some(e);
