@@ -6,6 +6,7 @@
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rml_core::DType;
 use rml_core::random::Philox4x64Stream;
@@ -117,7 +118,11 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let dir = std::env::temp_dir().join(format!("rml-speculative-{}", std::process::id()));
+    // Tests run in parallel threads of one process: each call gets its own directory, so one
+    // test's clean-up never deletes the file another is still opening.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("rml-speculative-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let q4_path = dir.join("draft-q4_0.gguf");
     let opts = QuantizeOptions {
