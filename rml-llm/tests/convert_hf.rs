@@ -65,6 +65,7 @@ fn convert_and_check(name: &str, ty: DType) -> f32 {
     let out = temp_dir("convert-hf", &format!("{name}-{}", ty.name())).join("model.gguf");
     let opts = QuantizeOptions {
         ty,
+        mix: None,
         token_embedding_type: None,
         output_type: None,
     };
@@ -290,6 +291,7 @@ fn the_bundled_hf_directory_converts_to_the_gguf_gguf_py_wrote() {
     let out = temp_dir("convert-hf", "bundled-f16").join("tiny-f16.gguf");
     let opts = QuantizeOptions {
         ty: DType::F16,
+        mix: None,
         token_embedding_type: None,
         output_type: None,
     };

@@ -129,6 +129,7 @@ fn fixture() -> Fixture {
     let q4_path = dir.join("draft-q4_0.gguf");
     let opts = QuantizeOptions {
         ty: DType::Q4_0,
+        mix: None,
         token_embedding_type: None,
         output_type: None,
     };
