@@ -164,6 +164,13 @@ impl Executor {
         }
     }
 
+    /// Sets every step's profiled time back to zero (no effect without `profile`).
+    pub fn clear_profile(&mut self) {
+        if let Some(times) = self.times.as_mut() {
+            times.fill(Duration::ZERO);
+        }
+    }
+
     /// The outputs of the last run (in output order); stale or empty when the last
     /// run failed or there was none.
     pub fn outputs(&self) -> &[DenseTensor] {
