@@ -750,7 +750,7 @@ unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
-    hsum_ps(acc) - hsum_ps(acc_m)
+    hsum_ps(_mm256_sub_ps(acc, acc_m))
 }
 
 /// Q5_K · Q8_K over `nb` super-blocks.
@@ -802,7 +802,7 @@ unsafe fn dot_q5_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
-    hsum_ps(acc) - hsum_ps(acc_m)
+    hsum_ps(_mm256_sub_ps(acc, acc_m))
 }
 
 /// Q6_K · Q8_K over `nb` super-blocks.
@@ -898,7 +898,7 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
-    hsum_ps(acc) - hsum_ps(acc_m)
+    hsum_ps(_mm256_sub_ps(acc, acc_m))
 }
 
 /// Q3_K · Q8_K over `nb` super-blocks.
