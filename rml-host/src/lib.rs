@@ -6,7 +6,8 @@
 //!   aligned heap buffer or a zero-copy window of a memory-mapped file ([`Buffer`]) —
 //!   with cheap views and checked conversion to `rml-core` views;
 //! - [`ThreadPool`]: a rayon pool with a deterministic static partition and a cost
-//!   threshold below which work stays on the calling thread;
+//!   threshold below which work stays on the calling thread, and a spinning [`team`]
+//!   of workers for many short phases (LLM decode);
 //! - [`formats`]: safetensors (single and sharded), GGUF, `.npy`/`.npz` and checkpoints, read
 //!   by mmap and validated completely before use, each with a writer;
 //! - [`Error`]: the crate's typed error, naming the file, field and tensor at fault;
@@ -17,8 +18,9 @@
 //!
 //! It depends on `rml-core` and `rml-kernels` only; `rml-llm` and `rml-capi` build on it.
 //!
-//! `unsafe` is denied crate-wide and allowed in exactly one module (the memory map);
-//! every other module, and every parser, is `#![forbid(unsafe_code)]`.
+//! `unsafe` is denied crate-wide and allowed in exactly two modules (the memory map,
+//! and the [`team`]'s hand-off of a borrowed closure to its workers); every other
+//! module, and every parser, is `#![forbid(unsafe_code)]`.
 #![deny(unsafe_code)]
 
 pub mod buffer;
@@ -27,6 +29,7 @@ pub mod formats;
 pub mod graph;
 mod mmap;
 pub mod pool;
+pub mod team;
 pub mod tensor;
 
 pub use buffer::Buffer;

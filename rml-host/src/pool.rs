@@ -11,6 +11,10 @@
 //! [`ThreadPool::min_parallel_cost`], the chunks run one after another on the caller
 //! (the same chunks, so the result does not change), and waking workers is skipped.
 //!
+//! [`ThreadPool::run_team`] runs one task per thread on a persistent spinning
+//! [`Team`] (started on first use) instead of rayon: for callers that hand out many
+//! short phases in a row, such as a decode step's projections.
+//!
 //! The thread count is set by [`ThreadPool::new`] or, for [`ThreadPool::global`], by
 //! the `RML_NUM_THREADS` environment variable (default: the number of CPUs).
 #![forbid(unsafe_code)]
@@ -19,6 +23,7 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
+use crate::team::{Team, spin_from_env};
 
 /// Default work (in abstract cost units, roughly "simple flops") below which a
 /// parallel loop runs on the calling thread.
@@ -33,6 +38,9 @@ pub struct ThreadPool {
     pool: Option<rayon::ThreadPool>,
     threads: usize,
     min_parallel_cost: usize,
+    /// Started by the first [`ThreadPool::run_team`]; `None` inside when threads
+    /// could not be started.
+    team: OnceLock<Option<Team>>,
 }
 
 static GLOBAL: OnceLock<ThreadPool> = OnceLock::new();
@@ -89,6 +97,7 @@ impl ThreadPool {
             pool,
             threads,
             min_parallel_cost: DEFAULT_MIN_PARALLEL_COST,
+            team: OnceLock::new(),
         })
     }
 
@@ -127,6 +136,7 @@ impl ThreadPool {
             pool: None,
             threads: 1,
             min_parallel_cost: DEFAULT_MIN_PARALLEL_COST,
+            team: OnceLock::new(),
         }
     }
 
@@ -144,6 +154,25 @@ impl ThreadPool {
     /// Work below which loops stay on the calling thread.
     pub fn min_parallel_cost(&self) -> usize {
         self.min_parallel_cost
+    }
+
+    /// Calls `f(i)` for `i` in `0..tasks` (at most [`ThreadPool::threads`]) on the
+    /// pool's [`Team`] (the calling thread and the workers claim indices in turn),
+    /// and returns when all are done; serially on the caller for one thread, one task, or when
+    /// the team is busy or cannot start. Allocates nothing after the first call.
+    pub fn run_team(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        let tasks = tasks.min(self.threads);
+        if tasks <= 1 {
+            (0..tasks).for_each(f);
+            return;
+        }
+        match self
+            .team
+            .get_or_init(|| Team::new(self.threads, spin_from_env()))
+        {
+            Some(team) => team.run(tasks, f),
+            None => (0..tasks).for_each(f),
+        }
     }
 
     /// The ranges `parallel_for(n, grain, …)` hands out, in chunk order.

@@ -59,40 +59,55 @@ impl AttentionSpec {
         out: &mut [f32],
         scores: &mut [f32],
     ) -> Result<()> {
-        let (hd, q_dim, kv_dim) = (
-            self.head_dim,
-            self.n_heads * self.head_dim,
-            self.n_kv_heads * self.head_dim,
-        );
-        let group = self.n_heads / self.n_kv_heads;
+        let q_dim = self.n_heads * self.head_dim;
         let rows = q.len() / q_dim;
-        let (raw, probs) = scores.split_at_mut(start + rows);
         for t in 0..rows {
-            let pos = start + t;
-            let first = self.first_visible(pos);
-            let n = pos + 1 - first;
-            for h in 0..self.n_heads {
-                let kvh = h / group;
-                let qh = &q[t * q_dim + h * hd..][..hd];
-                for (s, p) in raw[..n].iter_mut().zip(first..=pos) {
-                    let k = &kv.keys[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
-                    *s = qh.iter().zip(k).map(|(a, b)| a * b.to_f32()).sum::<f32>() * self.scale;
-                }
-                if let Some(cap) = self.softcap {
-                    softcap(&mut raw[..n], cap);
-                }
-                let ctx = || Error::core("attention softmax");
-                let shape = Shape::new(&[n]).map_err(ctx())?;
-                let sv = TensorView::new(&raw[..n], shape).map_err(ctx())?;
-                let mut pv = TensorViewMut::new(&mut probs[..n], shape).map_err(ctx())?;
-                softmax(&sv, 0, &mut pv).map_err(ctx())?;
-                let o = &mut out[t * q_dim + h * hd..][..hd];
-                o.fill(0.0);
-                for (w, p) in probs[..n].iter().zip(first..=pos) {
-                    let v = &kv.values[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
-                    for (oi, vi) in o.iter_mut().zip(v) {
-                        *oi += w * vi.to_f32();
-                    }
+            let (q, out) = (&q[t * q_dim..][..q_dim], &mut out[t * q_dim..][..q_dim]);
+            self.run_heads(q, kv, start + t, 0..self.n_kv_heads, out, scores)?;
+        }
+        Ok(())
+    }
+
+    /// Attention of one query row `q` (`n_heads·head_dim`, at position `pos`) for
+    /// the query heads of the key/value heads `kv_heads` only, into `out` (those
+    /// query heads: `kv_heads.len()·(n_heads / n_kv_heads)·head_dim` values); each
+    /// head is computed exactly as by [`AttentionSpec::run`], so a decode step can
+    /// split the heads across threads. `scores` is scratch of at least `2·(pos + 1)`.
+    pub fn run_heads<T: KvElement>(
+        &self,
+        q: &[f32],
+        kv: KvRing<'_, T>,
+        pos: usize,
+        kv_heads: std::ops::Range<usize>,
+        out: &mut [f32],
+        scores: &mut [f32],
+    ) -> Result<()> {
+        let (hd, kv_dim) = (self.head_dim, self.n_kv_heads * self.head_dim);
+        let group = self.n_heads / self.n_kv_heads;
+        let (raw, probs) = scores.split_at_mut(pos + 1);
+        let first = self.first_visible(pos);
+        let n = pos + 1 - first;
+        let heads = kv_heads.start * group..kv_heads.end * group;
+        for (h, o) in heads.zip(out.chunks_exact_mut(hd)) {
+            let kvh = h / group;
+            let qh = &q[h * hd..][..hd];
+            for (s, p) in raw[..n].iter_mut().zip(first..=pos) {
+                let k = &kv.keys[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
+                *s = qh.iter().zip(k).map(|(a, b)| a * b.to_f32()).sum::<f32>() * self.scale;
+            }
+            if let Some(cap) = self.softcap {
+                softcap(&mut raw[..n], cap);
+            }
+            let ctx = || Error::core("attention softmax");
+            let shape = Shape::new(&[n]).map_err(ctx())?;
+            let sv = TensorView::new(&raw[..n], shape).map_err(ctx())?;
+            let mut pv = TensorViewMut::new(&mut probs[..n], shape).map_err(ctx())?;
+            softmax(&sv, 0, &mut pv).map_err(ctx())?;
+            o.fill(0.0);
+            for (w, p) in probs[..n].iter().zip(first..=pos) {
+                let v = &kv.values[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
+                for (oi, vi) in o.iter_mut().zip(v) {
+                    *oi += w * vi.to_f32();
                 }
             }
         }

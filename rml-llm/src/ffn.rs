@@ -34,8 +34,13 @@ impl Mlp {
         let ff = self.gate.out_dim();
         s.gate.resize(m * ff, 0.0);
         s.up.resize(m * ff, 0.0);
-        self.gate.forward(x, m, &mut s.gate, &mut s.lin)?;
-        self.up.forward(x, m, &mut s.up, &mut s.lin)?;
+        Linear::forward_shared(
+            [&self.gate, &self.up],
+            x,
+            m,
+            [&mut s.gate, &mut s.up],
+            &mut s.lin,
+        )?;
         gated(act, &mut s.gate, &s.up);
         self.down.forward(&s.gate, m, out, &mut s.lin)
     }

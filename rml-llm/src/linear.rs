@@ -11,12 +11,14 @@ use half::{bf16, f16};
 use rml_core::DType;
 use std::sync::Arc;
 
+use std::ops::Range;
+
 use rml_host::{Tensor, ThreadPool};
 use rml_kernels::quant;
 
 use crate::error::{Error, Result};
 use crate::ops::{project, project_scratch_len};
-use crate::parallel::for_each_row_chunk;
+use crate::parallel::for_each_chunk;
 use crate::weights::transform::{split_rows, to_f32};
 use rml_kernels::gemm::{SMALL_M, Weight};
 
@@ -293,114 +295,168 @@ impl Linear {
         y: &mut [f32],
         scratch: &mut LinearScratch,
     ) -> Result<()> {
-        if let Some(pool) = scratch.pool.clone()
-            && pool.threads() > 1
-        {
-            if m == 1 {
-                return self.forward_row_threaded(&pool, x, &mut y[..self.out_dim], scratch);
-            }
-            if m > SMALL_M {
-                return self.forward_rows_threaded(&pool, x, &mut y[..m * self.out_dim]);
-            }
-        }
-        let bias = self.bias.as_deref();
-        let (n, gemm) = (self.out_dim, &mut scratch.gemm);
-        match &self.weight {
-            Matrix::F32(w) => project(x, m, w.as_slice(), bias, n, y, gemm),
-            Matrix::F16(w) => project(x, m, w.as_slice(), bias, n, y, gemm),
-            Matrix::BF16(w) => project(x, m, w.as_slice(), bias, n, y, gemm),
-            Matrix::Quantized { dtype, bytes } => {
-                let ctx = || Error::core("quantized linear");
-                let (k, n) = (self.in_dim, self.out_dim);
-                let need = quant::gemm_scratch_len(*dtype, m, k).map_err(ctx())?;
-                scratch.quant.resize(need, 0);
-                let y = &mut y[..m * n];
-                quant::gemm(
-                    *dtype,
-                    bytes.as_slice(),
-                    k,
-                    &x[..m * k],
-                    m,
-                    0..n,
-                    y,
-                    n,
-                    &mut scratch.quant,
-                )
-                .map_err(ctx())?;
-                self.add_bias(y);
-                Ok(())
-            }
-        }
+        Linear::forward_shared([self], x, m, [y], scratch)
     }
 
-    /// One row, output features split across `pool` (decode).
-    fn forward_row_threaded(
-        &self,
-        pool: &ThreadPool,
+    /// `ys[j][m × out_j] = x·W_jᵀ + b_j` for projections of one input (q/k/v,
+    /// gate/up), each equal to [`Linear::forward`]: `x` is quantized once per
+    /// activation type the weights need, and with a pool the projections are split
+    /// across its threads in one hand-off (decode: output features, bit-identical to
+    /// one thread; prefill of more than `SMALL_M` rows: token rows, at least
+    /// `SMALL_M + 1` a thread, so every thread runs the kernel one thread would).
+    /// Weights that need different activation types run one after the other.
+    pub fn forward_shared<const N: usize>(
+        layers: [&Linear; N],
         x: &[f32],
-        y: &mut [f32],
+        m: usize,
+        ys: [&mut [f32]; N],
         scratch: &mut LinearScratch,
     ) -> Result<()> {
-        let k = self.in_dim;
-        let x = &x[..k];
-        match &self.weight {
-            Matrix::F32(w) => self.float_row_threaded(pool, w.as_slice(), x, y),
-            Matrix::F16(w) => self.float_row_threaded(pool, w.as_slice(), x, y),
-            Matrix::BF16(w) => self.float_row_threaded(pool, w.as_slice(), x, y),
-            Matrix::Quantized { dtype, bytes } => {
-                let ctx = || Error::core("quantized linear");
-                let act = quant::vec_dot_type(*dtype).map_err(ctx())?;
-                scratch
-                    .quant
-                    .resize(quant::gemm_scratch_len(*dtype, 1, k).map_err(ctx())?, 0);
-                quant::quantize_act(act, x, &mut scratch.quant).map_err(ctx())?;
-                let (acts, weights) = (&scratch.quant[..], bytes.as_slice());
-                for_each_row_chunk(pool, y, 1, 32, k, |rows, out| {
-                    let ldo = rows.len();
-                    quant::gemm_quantized(*dtype, weights, k, acts, 1, rows, out, ldo)
-                        .map_err(ctx())
-                })?;
-                self.add_bias(y);
+        let Some(first) = layers.first() else {
+            return Ok(());
+        };
+        let k = first.in_dim;
+        if layers.iter().any(|l| l.in_dim != k) {
+            return Err(Error::Input(
+                "projections of one input differ in width".into(),
+            ));
+        }
+        let x = x.get(..m * k).ok_or_else(|| {
+            Error::Input(format!("{} inputs are fewer than {m} rows of {k}", x.len()))
+        })?;
+        let mut ys = ys;
+        for (l, y) in layers.iter().zip(ys.iter_mut()) {
+            let need = m * l.out_dim;
+            if y.len() < need {
+                return Err(Error::Input(format!(
+                    "{} outputs are fewer than {m} rows of {}",
+                    y.len(),
+                    l.out_dim
+                )));
+            }
+            *y = &mut std::mem::take(y)[..need];
+        }
+        let Some(act) = shared_act_type(&layers)? else {
+            // Weights needing different activations: one projection at a time.
+            for (l, y) in layers.into_iter().zip(ys) {
+                Linear::forward_shared([l], x, m, [y], scratch)?;
+            }
+            return Ok(());
+        };
+        if let Some(act) = act {
+            let need = act
+                .storage_bytes(m * k)
+                .map_err(Error::core("quantized linear"))?;
+            scratch.quant.resize(need, 0);
+            let arb = need / m.max(1);
+            for (xr, ar) in x
+                .chunks_exact(k.max(1))
+                .zip(scratch.quant.chunks_exact_mut(arb.max(1)))
+            {
+                quant::quantize_act(act, xr, ar).map_err(Error::core("quantize activations"))?;
+            }
+        }
+        let input = match act {
+            Some(_) => Input::Quantized(&scratch.quant, k, scratch.quant.len() / m.max(1)),
+            None => Input::F32(x, k),
+        };
+        let pool = scratch.pool.clone().filter(|p| p.threads() > 1);
+        match pool {
+            Some(pool) if m == 1 || m > SMALL_M => {
+                let cost = layers.iter().map(|l| l.out_dim * k * m).sum();
+                let (row_lens, grain) = if m == 1 {
+                    ([1; N], FEATURE_GRAIN)
+                } else {
+                    (layers.map(|l| l.out_dim), SMALL_M + 1)
+                };
+                for_each_chunk(&pool, ys, row_lens, grain, cost, |j, rows, out| {
+                    let l = layers[j];
+                    if m == 1 {
+                        l.compute(&input, 0..1, rows, out, &mut Vec::new())
+                    } else {
+                        l.compute(&input, rows, 0..l.out_dim, out, &mut Vec::new())
+                    }
+                })
+            }
+            _ => {
+                for (l, y) in layers.iter().zip(ys) {
+                    l.compute(&input, 0..m, 0..l.out_dim, y, &mut scratch.gemm)?;
+                }
                 Ok(())
             }
         }
     }
 
-    /// One row on a float weight `w`, output features split across `pool`.
-    fn float_row_threaded<T: Weight + Sync>(
+    /// `out[(i − tokens.start)·features.len() + (r − features.start)] = x_i · W[r] + b[r]`
+    /// for the token rows `i` and weight rows `r`; `gemm` is the float GEMM's scratch.
+    fn compute(
         &self,
-        pool: &ThreadPool,
-        w: &[T],
-        x: &[f32],
-        y: &mut [f32],
+        input: &Input<'_>,
+        tokens: Range<usize>,
+        features: Range<usize>,
+        out: &mut [f32],
+        gemm: &mut Vec<f32>,
     ) -> Result<()> {
-        let k = self.in_dim;
-        let bias = self.bias.as_deref();
-        for_each_row_chunk(pool, y, 1, 32, k, |rows, out| {
-            let b = bias.map(|b| &b[rows.clone()]);
-            let rw = &w[rows.start * k..rows.end * k];
-            project(x, 1, rw, b, rows.len(), out, &mut Vec::new())
-        })
-    }
-
-    /// Many rows (prefill), token rows split across `pool`; each chunk runs the
-    /// serial path on its rows with its own scratch.
-    fn forward_rows_threaded(&self, pool: &ThreadPool, x: &[f32], y: &mut [f32]) -> Result<()> {
-        let (k, n) = (self.in_dim, self.out_dim);
-        let serial = LinearScratch::default();
-        for_each_row_chunk(pool, y, n, SMALL_M + 1, k * n, |rows, out| {
-            let mut own = serial.clone();
-            self.forward(&x[rows.start * k..rows.end * k], rows.len(), out, &mut own)
-        })
-    }
-
-    fn add_bias(&self, y: &mut [f32]) {
-        if let Some(b) = &self.bias {
-            for row in y.chunks_exact_mut(self.out_dim) {
-                row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        let (m, n) = (tokens.len(), features.len());
+        let bias = self.bias.as_deref().map(|b| &b[features.clone()]);
+        let rows = |k: usize| features.start * k..features.end * k;
+        match (input, &self.weight) {
+            (Input::F32(x, k), weight) => {
+                let x = &x[tokens.start * k..tokens.end * k];
+                match weight {
+                    Matrix::F32(w) => project(x, m, &w.as_slice()[rows(*k)], bias, n, out, gemm),
+                    Matrix::F16(w) => project(x, m, &w.as_slice()[rows(*k)], bias, n, out, gemm),
+                    Matrix::BF16(w) => project(x, m, &w.as_slice()[rows(*k)], bias, n, out, gemm),
+                    Matrix::Quantized { .. } => {
+                        Err(Error::Input("f32 input to quantized weights".into()))
+                    }
+                }
+            }
+            (Input::Quantized(acts, k, arb), Matrix::Quantized { dtype, bytes }) => {
+                let acts = &acts[tokens.start * arb..tokens.end * arb];
+                let out = &mut out[..m * n];
+                quant::gemm_quantized(*dtype, bytes.as_slice(), *k, acts, m, features, out, n)
+                    .map_err(Error::core("quantized linear"))?;
+                if let Some(b) = bias {
+                    for row in out.chunks_exact_mut(n.max(1)) {
+                        row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+                    }
+                }
+                Ok(())
+            }
+            (Input::Quantized(..), _) => {
+                Err(Error::Input("quantized input to float weights".into()))
             }
         }
     }
+}
+
+/// Decode output features per thread at least.
+const FEATURE_GRAIN: usize = 32;
+
+/// A projection's input as its weights need it: f32 rows, or rows of quantized
+/// activation blocks (`k` elements, `arb` bytes each).
+enum Input<'a> {
+    F32(&'a [f32], usize),
+    Quantized(&'a [u8], usize, usize),
+}
+
+/// The activation type every layer's weights need (`Some(None)` for float weights),
+/// or `None` when they differ.
+fn shared_act_type(layers: &[&Linear]) -> Result<Option<Option<DType>>> {
+    let act = |l: &Linear| match &l.weight {
+        Matrix::Quantized { dtype, .. } => quant::vec_dot_type(*dtype)
+            .map(Some)
+            .map_err(Error::core("quantized linear")),
+        _ => Ok(None),
+    };
+    let first = layers.first().map_or(Ok(None), |l| act(l))?;
+    for l in layers {
+        if act(l)? != first {
+            return Ok(None);
+        }
+    }
+    Ok(Some(first))
 }
 
 /// Scratch of [`Linear::forward`]: quantized activations, packed GEMM blocks, and
@@ -442,6 +498,11 @@ impl LinearScratch {
     /// Splits single-row projections across `pool` from now on.
     pub fn set_pool(&mut self, pool: Option<Arc<ThreadPool>>) {
         self.pool = pool;
+    }
+
+    /// The pool projections are split across, if any.
+    pub(crate) fn pool(&self) -> Option<&ThreadPool> {
+        self.pool.as_deref()
     }
 
     /// The f32 GEMM scratch (also used by projections outside a [`Linear`]).

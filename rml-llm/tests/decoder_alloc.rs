@@ -56,6 +56,34 @@ fn dense_moe_gemma_and_quantized_models_decode_without_allocating() {
 }
 
 #[test]
+fn decode_split_across_a_pool_allocates_nothing_on_the_calling_thread() {
+    use std::sync::Arc;
+
+    let pool = Arc::new(
+        rml_host::ThreadPool::new(2)
+            .unwrap()
+            .with_min_parallel_cost(0),
+    );
+    let src = GgufSource::open(fixture("llama").join("model-q8_0.gguf")).unwrap();
+    let model = Model::load(Config::from_metadata(&src).unwrap(), &src).unwrap();
+    let mut cache = model.new_cache(24);
+    let mut ws = model.workspace(1, cache.capacity()).unwrap();
+    ws.set_pool(Some(pool));
+    // The first call starts the pool's team (that allocates); later ones do not.
+    model
+        .forward_with(&[1], &mut cache, &mut ws, Logits::Last)
+        .unwrap();
+    let n = allocations(|| {
+        for tok in 2..10 {
+            model
+                .forward_with(&[tok], &mut cache, &mut ws, Logits::Last)
+                .unwrap();
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations during threaded decode");
+}
+
+#[test]
 fn workspace_too_small_is_an_error() {
     let model = hf_model("qwen2");
     let mut cache = model.new_cache(8);

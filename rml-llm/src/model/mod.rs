@@ -19,9 +19,10 @@ use crate::attention::{AttentionSpec, KvRing};
 use crate::config::{Config, LayerKind};
 use crate::error::{Error, Result};
 use crate::ffn::{Ffn, FfnScratch};
-use crate::kv_cache::{KvCache, KvDtype, KvSlices};
+use crate::kv_cache::{KvCache, KvDtype, KvElement, KvSlices};
 use crate::linear::{Linear, LinearScratch};
 use crate::ops::{rms_norm_in_place, rms_norm_rows, softcap};
+use crate::parallel::for_each_task;
 use crate::rope::Rope;
 
 /// The weights of one decoder layer.
@@ -86,10 +87,10 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// Splits decode (one-token) projections across `pool`'s threads, or back to
-    /// the calling thread only with `None`. Results do not depend on the thread
-    /// count. (Spawning pool tasks allocates; the allocation-free guarantee holds
-    /// without a pool.)
+    /// Splits projections (decode: output features; prefill: token rows) and decode
+    /// attention heads across `pool`'s threads, or back to the calling thread only
+    /// with `None`. Logits do not depend on the thread count. After the first call
+    /// (which starts the pool's team), calls allocate nothing on the calling thread.
     pub fn set_pool(&mut self, pool: Option<Arc<ThreadPool>>) {
         self.lin.set_pool(pool.clone());
         self.ffn.set_pool(pool);
@@ -190,7 +191,7 @@ impl Model {
             attn: Vec::with_capacity(t * c.q_dim()),
             proj: Vec::with_capacity(t * c.hidden_size),
             norm: Vec::with_capacity(t * wide),
-            scores: Vec::with_capacity(2 * max_positions),
+            scores: Vec::with_capacity(2 * max_positions * c.n_kv_heads),
             lin: lin.same_room(),
             logits: Vec::with_capacity(t * c.vocab_size),
             ffn: FfnScratch::with_capacity(t, c.hidden_size, ff, n_experts, lin),
@@ -289,9 +290,13 @@ impl Model {
         s.q.resize(t * q_dim, 0.0);
         s.k.resize(t * kv_dim, 0.0);
         s.v.resize(t * kv_dim, 0.0);
-        layer.q.forward(&s.h, t, &mut s.q, &mut s.lin)?;
-        layer.k.forward(&s.h, t, &mut s.k, &mut s.lin)?;
-        layer.v.forward(&s.h, t, &mut s.v, &mut s.lin)?;
+        Linear::forward_shared(
+            [&layer.q, &layer.k, &layer.v],
+            &s.h,
+            t,
+            [&mut s.q, &mut s.k, &mut s.v],
+            &mut s.lin,
+        )?;
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
             rms_norm_in_place(&mut s.q, qn, c.rms_eps, hd, &mut s.norm)?;
             rms_norm_in_place(&mut s.k, kn, c.rms_eps, hd, &mut s.norm)?;
@@ -312,9 +317,10 @@ impl Model {
             );
         }
         s.attn.resize(t * q_dim, 0.0);
-        s.scores.resize(2 * (start + t), 0.0);
+        s.scores.resize(2 * (start + t) * c.n_kv_heads, 0.0);
         let spec = &layer.attention;
         let slots = cache.slots(index);
+        let pool = s.lin.pool();
         match cache.layer(index) {
             KvSlices::F32(keys, values) => {
                 let kv = KvRing {
@@ -322,7 +328,7 @@ impl Model {
                     values,
                     slots,
                 };
-                spec.run(&s.q, kv, start, &mut s.attn, &mut s.scores)?
+                attend(spec, &s.q, kv, start, &mut s.attn, &mut s.scores, pool)?
             }
             KvSlices::F16(keys, values) => {
                 let kv = KvRing {
@@ -330,7 +336,7 @@ impl Model {
                     values,
                     slots,
                 };
-                spec.run(&s.q, kv, start, &mut s.attn, &mut s.scores)?
+                attend(spec, &s.q, kv, start, &mut s.attn, &mut s.scores, pool)?
             }
         }
         s.proj.resize(t * hidden, 0.0);
@@ -386,5 +392,43 @@ impl Layer {
         } else {
             LayerKind::Full
         }
+    }
+}
+
+/// Attention of the call's queries (see [`AttentionSpec::run`]); a one-token call
+/// with a pool splits the key/value heads across its threads, each head computed as
+/// on one thread, with `scores` (`n_kv_heads · 2·(start + 1)` values) one scratch
+/// row per key/value head.
+fn attend<T: KvElement + Sync>(
+    spec: &AttentionSpec,
+    q: &[f32],
+    kv: KvRing<'_, T>,
+    start: usize,
+    out: &mut [f32],
+    scores: &mut [f32],
+    pool: Option<&ThreadPool>,
+) -> Result<()> {
+    let q_dim = spec.n_heads * spec.head_dim;
+    match pool {
+        Some(pool) if q.len() == q_dim && pool.threads() > 1 => {
+            let n = 2 * (start + 1);
+            let width = q_dim / spec.n_kv_heads;
+            let scores = &mut scores[..spec.n_kv_heads * n];
+            let cost = 2 * q_dim * (start + 1);
+            for_each_task(
+                pool,
+                [out, scores],
+                [width, n],
+                1,
+                cost,
+                |pieces| match pieces {
+                    [Some((heads, out)), Some((_, scores))] => {
+                        spec.run_heads(q, kv, start, heads, out, scores)
+                    }
+                    _ => Ok(()),
+                },
+            )
+        }
+        _ => spec.run(q, kv, start, out, scores),
     }
 }
