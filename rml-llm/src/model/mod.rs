@@ -12,6 +12,7 @@ mod load;
 use std::sync::Arc;
 
 use rml_host::ThreadPool;
+use rml_kernels::gemm::{SMALL_M, Weight};
 
 pub use load::LoadOptions;
 
@@ -19,9 +20,10 @@ use crate::attention::{AttentionSpec, KvRing};
 use crate::config::{Config, LayerKind};
 use crate::error::{Error, Result};
 use crate::ffn::{Ffn, FfnScratch};
-use crate::kv_cache::{KvCache, KvDtype, KvSlices};
+use crate::kv_cache::{KvCache, KvDtype, KvElement, KvSlices};
 use crate::linear::{Linear, LinearScratch};
 use crate::ops::{rms_norm_in_place, rms_norm_rows, softcap};
+use crate::prefill_attention::{self, PrefillScratch};
 use crate::rope::Rope;
 
 /// The weights of one decoder layer.
@@ -80,6 +82,7 @@ pub struct Workspace {
     proj: Vec<f32>,
     norm: Vec<f32>,
     scores: Vec<f32>,
+    prefill: PrefillScratch,
     lin: LinearScratch,
     logits: Vec<f32>,
     ffn: FfnScratch,
@@ -191,6 +194,7 @@ impl Model {
             proj: Vec::with_capacity(t * c.hidden_size),
             norm: Vec::with_capacity(t * wide),
             scores: Vec::with_capacity(2 * max_positions),
+            prefill: PrefillScratch::with_capacity(t, max_positions, c.head_dim),
             lin: lin.same_room(),
             logits: Vec::with_capacity(t * c.vocab_size),
             ffn: FfnScratch::with_capacity(t, c.hidden_size, ff, n_experts, lin),
@@ -315,6 +319,7 @@ impl Model {
         s.scores.resize(2 * (start + t), 0.0);
         let spec = &layer.attention;
         let slots = cache.slots(index);
+        let (q, attn, scores, pre) = (&s.q, &mut s.attn, &mut s.scores, &mut s.prefill);
         match cache.layer(index) {
             KvSlices::F32(keys, values) => {
                 let kv = KvRing {
@@ -322,7 +327,7 @@ impl Model {
                     values,
                     slots,
                 };
-                spec.run(&s.q, kv, start, &mut s.attn, &mut s.scores)?
+                attend(spec, q, kv, start, attn, scores, pre)?
             }
             KvSlices::F16(keys, values) => {
                 let kv = KvRing {
@@ -330,7 +335,7 @@ impl Model {
                     values,
                     slots,
                 };
-                spec.run(&s.q, kv, start, &mut s.attn, &mut s.scores)?
+                attend(spec, q, kv, start, attn, scores, pre)?
             }
         }
         s.proj.resize(t * hidden, 0.0);
@@ -386,5 +391,23 @@ impl Layer {
         } else {
             LayerKind::Full
         }
+    }
+}
+
+/// Attention of the call's queries: decode and short blocks on the readable
+/// [`AttentionSpec::run`], prompts (more than [`SMALL_M`] rows) blocked on the GEMM.
+fn attend<T: KvElement + Weight>(
+    spec: &AttentionSpec,
+    q: &[f32],
+    kv: KvRing<'_, T>,
+    start: usize,
+    out: &mut [f32],
+    scores: &mut [f32],
+    prefill: &mut PrefillScratch,
+) -> Result<()> {
+    if q.len() > SMALL_M * spec.n_heads * spec.head_dim {
+        prefill_attention::run(spec, q, kv, start, out, prefill)
+    } else {
+        spec.run(q, kv, start, out, scores)
     }
 }
