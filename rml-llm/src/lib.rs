@@ -22,6 +22,7 @@ pub mod model;
 pub mod open;
 pub mod ops;
 mod parallel;
+pub mod prefill_attention;
 pub mod quantize;
 pub mod rope;
 pub mod tokenizer;

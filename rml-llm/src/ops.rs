@@ -1,11 +1,9 @@
 //! The few numeric building blocks the decoder composes: the f32 projection on the
-//! `rml-kernels` GEMV (decode) or packed GEMM (prefill), RMSNorm over rows and soft-capping on the `rml-core`
-//! reference ops, and the MLP activations on the vectorized `rml-kernels` elementwise
-//! kernel.
+//! `rml-kernels` GEMV (decode) or packed GEMM (prefill), RMSNorm over rows on the
+//! vectorized `rml-kernels` row kernel, soft-capping on the `rml-core` reference op,
+//! and the MLP activations on the vectorized `rml-kernels` elementwise kernel.
 
-use rml_core::ops::norm::rms_norm;
 use rml_core::ops::unary::{UnaryOp, apply};
-use rml_core::{Shape, TensorView, TensorViewMut};
 use rml_kernels::elementwise::{UnaryOp as KernelOp, unary_inplace};
 use rml_kernels::gemm::{
     Epilogue, MatMut, MatRef, SMALL_M, Weight, gemm_ex, gemm_scratch_len, gemv_nk,
@@ -53,7 +51,8 @@ pub fn project_scratch_len(m: usize, out_dim: usize, in_dim: usize) -> usize {
     }
 }
 
-/// RMSNorm of each `width`-wide row of `x` into `out`, scaled by `weight`.
+/// RMSNorm of each `width`-wide row of `x` into `out`, scaled by `weight`, on the
+/// vectorized `rml-kernels` row kernel.
 pub fn rms_norm_rows(
     x: &[f32],
     weight: &[f32],
@@ -61,13 +60,15 @@ pub fn rms_norm_rows(
     width: usize,
     out: &mut [f32],
 ) -> Result<()> {
-    let rows = x.len() / width;
+    let rows = x.len() / width.max(1);
+    if rows * width != x.len() {
+        return Err(Error::Input(format!(
+            "rms_norm: {} values are not rows of {width}",
+            x.len()
+        )));
+    }
     let ctx = || Error::core("rms_norm");
-    let shape = Shape::new(&[rows, width]).map_err(ctx())?;
-    let xv = TensorView::new(x, shape).map_err(ctx())?;
-    let wv = TensorView::new(weight, Shape::new(&[width]).map_err(ctx())?).map_err(ctx())?;
-    let mut ov = TensorViewMut::new(out, shape).map_err(ctx())?;
-    rms_norm(&xv, Some(wv), eps, &mut ov).map_err(ctx())
+    rml_kernels::norm::rms_norm_rows(x, width, 0..rows, Some(weight), eps, out).map_err(ctx())
 }
 
 /// RMSNorm of `x`'s rows in place, using `scratch` (same length) as the copy.

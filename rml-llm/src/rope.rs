@@ -194,17 +194,18 @@ impl Rope {
     pub fn apply(&self, x: &mut [f32], pos: usize, context: usize) {
         let freqs = self.frequencies(context);
         let half = freqs.len();
-        for head in x.chunks_exact_mut(self.head_dim) {
-            for (i, &f) in freqs.iter().enumerate() {
-                let angle = f64::from(pos as f32 * f);
-                let (sin, cos) = (
-                    angle.sin() as f32 * self.mscale,
-                    angle.cos() as f32 * self.mscale,
-                );
-                let (a, b) = match self.layout {
-                    RopeLayout::RotateHalf => (i, i + half),
-                    RopeLayout::Adjacent => (2 * i, 2 * i + 1),
-                };
+        // One sine and cosine per frequency, shared by every head.
+        for (i, &f) in freqs.iter().enumerate() {
+            let angle = f64::from(pos as f32 * f);
+            let (sin, cos) = (
+                angle.sin() as f32 * self.mscale,
+                angle.cos() as f32 * self.mscale,
+            );
+            let (a, b) = match self.layout {
+                RopeLayout::RotateHalf => (i, i + half),
+                RopeLayout::Adjacent => (2 * i, 2 * i + 1),
+            };
+            for head in x.chunks_exact_mut(self.head_dim) {
                 let (x1, x2) = (head[a], head[b]);
                 head[a] = x1 * cos - x2 * sin;
                 head[b] = x2 * cos + x1 * sin;

@@ -12,6 +12,7 @@ mod load;
 use std::sync::Arc;
 
 use rml_host::ThreadPool;
+use rml_kernels::gemm::{SMALL_M, Weight};
 
 pub use load::LoadOptions;
 
@@ -23,6 +24,7 @@ use crate::kv_cache::{KvCache, KvDtype, KvElement, KvSlices};
 use crate::linear::{Linear, LinearScratch};
 use crate::ops::{rms_norm_in_place, rms_norm_rows, softcap};
 use crate::parallel::for_each_task;
+use crate::prefill_attention::{self, PrefillScratch};
 use crate::rope::Rope;
 
 /// The weights of one decoder layer.
@@ -81,6 +83,7 @@ pub struct Workspace {
     proj: Vec<f32>,
     norm: Vec<f32>,
     scores: Vec<f32>,
+    prefill: PrefillScratch,
     lin: LinearScratch,
     logits: Vec<f32>,
     ffn: FfnScratch,
@@ -192,6 +195,7 @@ impl Model {
             proj: Vec::with_capacity(t * c.hidden_size),
             norm: Vec::with_capacity(t * wide),
             scores: Vec::with_capacity(2 * max_positions * c.n_kv_heads),
+            prefill: PrefillScratch::with_capacity(t, max_positions, c.head_dim),
             lin: lin.same_room(),
             logits: Vec::with_capacity(t * c.vocab_size),
             ffn: FfnScratch::with_capacity(t, c.hidden_size, ff, n_experts, lin),
@@ -321,6 +325,7 @@ impl Model {
         let spec = &layer.attention;
         let slots = cache.slots(index);
         let pool = s.lin.pool();
+        let (q, attn, scores, pre) = (&s.q, &mut s.attn, &mut s.scores, &mut s.prefill);
         match cache.layer(index) {
             KvSlices::F32(keys, values) => {
                 let kv = KvRing {
@@ -328,7 +333,7 @@ impl Model {
                     values,
                     slots,
                 };
-                attend(spec, &s.q, kv, start, &mut s.attn, &mut s.scores, pool)?
+                attend(spec, q, kv, start, attn, scores, pre, pool)?
             }
             KvSlices::F16(keys, values) => {
                 let kv = KvRing {
@@ -336,7 +341,7 @@ impl Model {
                     values,
                     slots,
                 };
-                attend(spec, &s.q, kv, start, &mut s.attn, &mut s.scores, pool)?
+                attend(spec, q, kv, start, attn, scores, pre, pool)?
             }
         }
         s.proj.resize(t * hidden, 0.0);
@@ -395,20 +400,26 @@ impl Layer {
     }
 }
 
-/// Attention of the call's queries (see [`AttentionSpec::run`]); a one-token call
-/// with a pool splits the key/value heads across its threads, each head computed as
-/// on one thread, with `scores` (`n_kv_heads · 2·(start + 1)` values) one scratch
-/// row per key/value head.
-fn attend<T: KvElement + Sync>(
+/// Attention of the call's queries: prompts (more than [`SMALL_M`] rows) blocked on the
+/// GEMM; a one-token call with a pool splits the key/value heads across its threads,
+/// each head computed as on one thread, with `scores` (`n_kv_heads · 2·(start + 1)`
+/// values) one scratch row per key/value head; everything else on the readable
+/// [`AttentionSpec::run`].
+#[allow(clippy::too_many_arguments)]
+fn attend<T: KvElement + Weight + Sync>(
     spec: &AttentionSpec,
     q: &[f32],
     kv: KvRing<'_, T>,
     start: usize,
     out: &mut [f32],
     scores: &mut [f32],
+    prefill: &mut PrefillScratch,
     pool: Option<&ThreadPool>,
 ) -> Result<()> {
     let q_dim = spec.n_heads * spec.head_dim;
+    if q.len() > SMALL_M * q_dim {
+        return prefill_attention::run(spec, q, kv, start, out, prefill);
+    }
     match pool {
         Some(pool) if q.len() == q_dim && pool.threads() > 1 => {
             let n = 2 * (start + 1);

@@ -22,8 +22,8 @@ use rml_core::DType;
 use super::block_bytes;
 use crate::isa::Isa;
 
-/// Activation rows per chunk (bounds the activation table of [`b32`]).
-const MC: usize = 64;
+/// Activation rows per chunk (bounds the activation table of [`b32`], 48 KiB).
+const MC: usize = 128;
 /// Elements of K per chunk: a multiple of every block size, so a packed panel of
 /// 16 rows stays within [`PANEL_VECS`].
 const KC: usize = 1024;
