@@ -29,7 +29,7 @@ use super::constants::ConstantValues;
 use super::conv::Conv2d;
 use super::conv_transpose::ConvTranspose2d;
 use super::error::{GraphError, Site};
-use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
+use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source, new_registers};
 use super::group_norm::group_norm;
 use super::hoist::hoist_shared_linears;
 use super::interp::float::fill;
@@ -459,13 +459,16 @@ impl Ctx<'_> {
             None => program,
         };
         let body = |outs: &mut [DataMut<'_>], first: usize, scratch: &mut [f32]| match (g, xs) {
-            (Some(g), Some(x)) => g
-                .rows
-                .run(x, params, (outs, nprog), first, scratch, |w, at| {
-                    if let Some(p) = p {
-                        p.run(sources, w, at);
+            (Some(g), Some(x)) => {
+                let mut regs = p.map(|_| new_registers());
+                let epilogue = |w: &mut [DataMut<'_>], at: usize| {
+                    if let (Some(p), Some(regs)) = (p, regs.as_mut()) {
+                        p.run_in(regs, sources, w, at);
                     }
-                }),
+                };
+                g.rows
+                    .run(x, params, (outs, nprog), first, scratch, epilogue);
+            }
             _ => {
                 if let Some(p) = p {
                     p.run(sources, outs, first * unit);
@@ -1025,7 +1028,7 @@ impl Rows<'_> {
         (outs, at): (&mut [DataMut<'_>], usize),
         first: usize,
         scratch: &mut [f32],
-        epilogue: impl Fn(&mut [DataMut<'_>], usize),
+        mut epilogue: impl FnMut(&mut [DataMut<'_>], usize),
     ) {
         let cols = self.cols();
         if cols == 0 {
