@@ -58,6 +58,10 @@ enum Command {
         /// Turn elementwise fusion off.
         #[arg(long)]
         no_fusion: bool,
+        /// Run this many times; with `--profile`, print each step's mean time over
+        /// the runs after the first (a warm-up).
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
     },
     /// Time an rml-graph: median latency per batch size and thread count.
     Bench {
@@ -111,12 +115,13 @@ fn main() -> ExitCode {
             threads,
             profile,
             no_fusion,
+            runs,
         } => Some(graph_cli::run(
             graph,
             inputs,
             output_dir.as_deref(),
             *threads,
-            *profile,
+            (*profile, *runs),
             !*no_fusion,
         )),
         Command::Bench {

@@ -107,6 +107,15 @@ fn run_compares_with_expected_and_writes_outputs() {
     assert_eq!(written, 1);
     let (ok, stdout, _) = rml_host(&["run", graph.to_str().unwrap(), "--no-fusion"]);
     assert!(ok && stdout.contains("max error"), "{stdout}");
+    // A steady-state profile: the mean over runs after a warm-up.
+    let path = graph.to_str().unwrap();
+    let (ok, stdout, _) = rml_host(&["run", path, "--profile", "--runs", "3"]);
+    assert!(ok && stdout.contains("time (us)"), "{stdout}");
+    let (ok, _, stderr) = rml_host(&["run", path, "--runs", "0"]);
+    assert!(
+        !ok && stderr.contains("--runs must be at least 1"),
+        "{stderr}"
+    );
 }
 
 #[test]

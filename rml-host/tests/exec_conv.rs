@@ -294,6 +294,18 @@ fn reductions_and_global_pools_equal_the_interpreter_exactly() {
             assert_exact((op, attrs, rank), &[], &x, &dims);
         }
     }
+    // Rows of negative zeros: a sum over the last axis keeps the sign (the rows
+    // summed side by side start from -0.0, as the reference's fold does).
+    let mut zeros = x.clone();
+    zeros[..17 * 9].fill(-0.0);
+    for op in ["reduce_sum", "reduce_mean"] {
+        assert_exact(
+            (op, json!({"axes": [-1], "keepdims": false}), 3),
+            &[],
+            &zeros,
+            &dims,
+        );
+    }
     // A NaN propagates through max and min; global pools.
     x[40] = f32::NAN;
     for op in ["reduce_max", "reduce_min"] {

@@ -8,7 +8,9 @@ mod exec_support;
 
 use rml_core::Shape;
 use rml_host::graph::steps::StepKind;
-use rml_host::graph::{Buffer, DenseTensor, Executor, MemoryConstants, Options, load_graph, run};
+use rml_host::graph::{
+    Buffer, DenseTensor, Executor, Graph, MemoryConstants, Options, load_graph, run,
+};
 use serde_json::{Value, json};
 
 /// A distinctive NaN (quiet, with a payload) that must come through unchanged.
@@ -68,59 +70,55 @@ fn case(node: Value, x: &[usize], outs: &[&[usize]]) -> Case {
 
 fn cases() -> Vec<Case> {
     let node = |op: &str, inputs: &[&str], outputs: &[&str], attrs: Value| json!({"op": op, "inputs": inputs, "outputs": outputs, "attrs": attrs});
+    // One input `x` of shape `x`, one output `o0` of shape `out`.
+    let unary = |op: &str, attrs: Value, x: &[usize], out: &[usize]| {
+        case(node(op, &["x"], &["o0"], attrs), x, &[out])
+    };
     let mut cases = vec![
         // Two axes, negative axis and start, a step of 2.
-        case(
-            node(
-                "slice",
-                &["x"],
-                &["o0"],
-                json!({"axes": [-2, 0], "starts": [-4, 1], "ends": [5, 3], "steps": [2, 1]}),
-            ),
+        unary(
+            "slice",
+            json!({"axes": [-2, 0], "starts": [-4, 1], "ends": [5, 3], "steps": [2, 1]}),
             &[3, 5, 4],
-            &[&[2, 2, 4]],
+            &[2, 2, 4],
         ),
         // Reversed, and a backward step of 2.
-        case(
-            node(
-                "slice",
-                &["x"],
-                &["o0"],
-                json!({"axes": [2, 1], "starts": [-1, 4], "ends": [-5, 0], "steps": [-1, -2]}),
-            ),
+        unary(
+            "slice",
+            json!({"axes": [2, 1], "starts": [-1, 4], "ends": [-5, 0], "steps": [-1, -2]}),
             &[3, 5, 4],
-            &[&[3, 2, 4]],
+            &[3, 2, 4],
         ),
         // An empty result.
-        case(
-            node(
-                "slice",
-                &["x"],
-                &["o0"],
-                json!({"axes": [0], "starts": [2], "ends": [2]}),
-            ),
+        unary(
+            "slice",
+            json!({"axes": [0], "starts": [2], "ends": [2]}),
             &[3, 5, 4],
-            &[&[0, 5, 4]],
+            &[0, 5, 4],
         ),
-        case(
-            node("transpose", &["x"], &["o0"], json!({"perm": [2, 0, 1]})),
+        unary(
+            "transpose",
+            json!({"perm": [2, 0, 1]}),
             &[3, 5, 4],
-            &[&[4, 3, 5]],
+            &[4, 3, 5],
         ),
-        case(
-            node("transpose", &["x"], &["o0"], json!({"perm": [1, 0, 3, 2]})),
+        unary(
+            "transpose",
+            json!({"perm": [1, 0, 3, 2]}),
             &[2, 3, 1, 7],
-            &[&[3, 2, 7, 1]],
+            &[3, 2, 7, 1],
         ),
-        case(
-            node("expand", &["x"], &["o0"], json!({"shape": [2, 3, 5, 4]})),
+        unary(
+            "expand",
+            json!({"shape": [2, 3, 5, 4]}),
             &[3, 1, 4],
-            &[&[2, 3, 5, 4]],
+            &[2, 3, 5, 4],
         ),
-        case(
-            node("expand", &["x"], &["o0"], json!({"shape": [3, -1, 5]})),
+        unary(
+            "expand",
+            json!({"shape": [3, -1, 5]}),
             &[3, 1, 1],
-            &[&[3, 1, 5]],
+            &[3, 1, 5],
         ),
         case(
             node(
@@ -176,6 +174,22 @@ fn cases() -> Vec<Case> {
     cases
 }
 
+/// Calls `f` with an executor of `graph` for each of fusion on/off and 1–3 threads,
+/// and a label saying which.
+fn each_executor(graph: &Graph, constants: &MemoryConstants, mut f: impl FnMut(Executor, String)) {
+    for fusion in [true, false] {
+        for threads in [1, 2, 3] {
+            let options = Options {
+                threads,
+                fusion,
+                profile: false,
+            };
+            let e = Executor::new(graph.clone(), constants, options).unwrap();
+            f(e, format!("{threads} threads, fusion {fusion}"));
+        }
+    }
+}
+
 fn decl(name: &str, dtype: &str, shape: &[usize]) -> Value {
     json!({"name": name, "dtype": dtype, "shape": shape})
 }
@@ -223,26 +237,18 @@ fn data_movement_equals_the_interpreter_bit_for_bit() {
             });
             let graph = load_graph(&doc.to_string(), &constants).unwrap();
             let want = run(&graph, &constants, &inputs).unwrap();
-            for fusion in [true, false] {
-                for threads in [1, 2, 3] {
-                    let options = Options {
-                        threads,
-                        fusion,
-                        profile: false,
-                    };
-                    let mut e = Executor::new(graph.clone(), &constants, options).unwrap();
-                    let got = e.run(&inputs).unwrap();
-                    for (g, w) in got.iter().zip(&want) {
-                        assert_eq!(g.shape, w.shape, "case {ci} {dtype}");
-                        assert_eq!(
-                            bits(&g.data),
-                            bits(&w.data),
-                            "case {ci} {dtype} {c:?}",
-                            c = c.node
-                        );
-                    }
+            each_executor(&graph, &constants, |mut e, how| {
+                let got = e.run(&inputs).unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(g.shape, w.shape, "case {ci} {dtype}, {how}");
+                    assert_eq!(
+                        bits(&g.data),
+                        bits(&w.data),
+                        "case {ci} {dtype} {c:?}, {how}",
+                        c = c.node
+                    );
                 }
-            }
+            });
         }
     }
 }
@@ -294,24 +300,12 @@ fn general_broadcasts_in_fused_programs_equal_the_interpreter_bit_for_bit() {
         exec_support::tensor(&[2, 1, 7, 1], 4),
     ];
     let want = run(&graph, &constants, &inputs).unwrap();
-    for threads in [1, 2, 3] {
-        for fusion in [true, false] {
-            let options = Options {
-                threads,
-                fusion,
-                profile: false,
-            };
-            let mut e = Executor::new(graph.clone(), &constants, options).unwrap();
-            let got = e.run(&inputs).unwrap();
-            for (g, w) in got.iter().zip(&want) {
-                assert_eq!(
-                    bits(&g.data),
-                    bits(&w.data),
-                    "{threads} threads, fusion {fusion}"
-                );
-            }
+    each_executor(&graph, &constants, |mut e, how| {
+        let got = e.run(&inputs).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(bits(&g.data), bits(&w.data), "{how}");
         }
-    }
+    });
 }
 
 #[test]
@@ -323,37 +317,29 @@ fn hoisted_recurrence_input_linears_match_the_interpreter() {
         let inputs = [exec_support::tensor(&[batch, steps * k], 7)];
         let want = run(&graph, &constants, &inputs).unwrap();
         let mut base: Option<Vec<DenseTensor>> = None;
-        for threads in [1, 2, 3] {
-            for fusion in [true, false] {
-                let options = Options {
-                    threads,
-                    fusion,
-                    profile: false,
+        each_executor(&graph, &constants, |mut e, how| {
+            // One input projection over all steps, one recurrent linear per step.
+            let linears = e
+                .steps()
+                .iter()
+                .filter(|s| matches!(s.kind, StepKind::Linear { .. }))
+                .count();
+            assert_eq!(linears, steps, "hoisted: 1 + {} recurrent", steps - 1);
+            let got = e.run(&inputs).unwrap().to_vec();
+            for (g, w) in got.iter().zip(&want) {
+                let (Buffer::F32(g), Buffer::F32(w)) = (&g.data, &w.data) else {
+                    panic!("F32 outputs");
                 };
-                let mut e = Executor::new(graph.clone(), &constants, options).unwrap();
-                // One input projection over all steps, one recurrent linear per step.
-                let linears = e
-                    .steps()
-                    .iter()
-                    .filter(|s| matches!(s.kind, StepKind::Linear { .. }))
-                    .count();
-                assert_eq!(linears, steps, "hoisted: 1 + {} recurrent", steps - 1);
-                let got = e.run(&inputs).unwrap().to_vec();
-                for (g, w) in got.iter().zip(&want) {
-                    let (Buffer::F32(g), Buffer::F32(w)) = (&g.data, &w.data) else {
-                        panic!("F32 outputs");
-                    };
-                    for (a, b) in g.iter().zip(w) {
-                        // tanh of K- and H-term dot products of values in [-1, 1):
-                        // the GEMM's rounding and the vector tanh stay far below this.
-                        assert!((a - b).abs() <= 1e-5, "{a} vs {b}");
-                    }
-                }
-                match &base {
-                    Some(b) => assert_eq!(&got, b, "{threads} threads, fusion {fusion}"),
-                    None => base = Some(got),
+                for (a, b) in g.iter().zip(w) {
+                    // tanh of K- and H-term dot products of values in [-1, 1):
+                    // the GEMM's rounding and the vector tanh stay far below this.
+                    assert!((a - b).abs() <= 1e-5, "{a} vs {b}");
                 }
             }
-        }
+            match &base {
+                Some(b) => assert_eq!(&got, b, "{how}"),
+                None => base = Some(got),
+            }
+        });
     }
 }

@@ -61,10 +61,12 @@ def main():
     w = s**3 / (2 * np.arctanh(s))
     report("LOG_R", lawson(u, rr, w, 3), u, rr, w)
 
-    # 1/(1+t) = 1 - t R(t), t in [0, 1] (softplus' log1p correction; 1% is plenty).
-    t = cheb_grid(0.0, 1.0)
-    rr = (1 - 1 / (1 + t)) / np.maximum(t, 1e-12)
-    report("RECIP_1P", lawson(t, rr, np.ones_like(t), 2), t, rr, np.ones_like(t))
+    # log1p(t) = 2s + s^3 R(s^2), s = t/(2+t) in [0, 1/3] for t in [0, 1] (softplus).
+    s = cheb_grid(1e-4, 1.0 / 3.0)
+    u = s * s
+    rr = (2 * np.arctanh(s) - 2 * s) / s**3
+    w = s**3 / (2 * np.arctanh(s))
+    report("LOG1P_R", lawson(u, rr, w, 4), u, rr, w)
 
     # tanh(x) = x + x^3 P(x^2) for |x| <= TANH_SMALL = 0.55; relative error.
     x = cheb_grid(1e-4, 0.55)
@@ -86,9 +88,9 @@ def main():
     w = erfc(x) / np.vectorize(math.erf)(x) / h
     report("ERF_H", lawson(x - 0.875, h, w, 8), x - 0.875, h, w)
 
-    # erfc(x) = exp(-x^2) G(t), t = 1/(1 + x/2), for 0.875 <= x <= 10; relative
-    # error of erfc (so 1 - erfc and the GELU tail are both accurate).
-    x = cheb_grid(0.875, 10.0)
+    # erfc(x) = exp(-x^2) G(t), t = 1/(1 + x/2), for 0 <= x <= 10 (GELU's whole
+    # range: GELU = x/2 erfc(-x/sqrt2) never cancels); relative error of erfc.
+    x = cheb_grid(0.0, 10.0)
     t = 1.0 / (1.0 + 0.5 * x)
     g = erfc(x) * np.exp(x * x)
     report("ERFC_G", lawson(t, g, 1.0 / g, 10), t, g, 1.0 / g)

@@ -222,6 +222,46 @@ fn unary_matches_elementwise_on_ragged_unaligned_slices() {
     assert!(math::exp(&[1.0, 2.0, 3.0], &mut y).is_err());
 }
 
+#[test]
+fn math_common_case_paths_give_the_full_paths_values() {
+    // A vector whose lanes all lie in a function's common-case range (log: positive
+    // normal finite; softplus: |x| < 87; GELU: |x| < 12) takes a shorter path; one
+    // lane outside sends the whole vector down the full path. Every lane must come
+    // out the same either way, so each one is compared with the value the same
+    // input gets alone (a lone value is padded with zeros, which log sends down its
+    // full path, and an out-of-range value always takes it).
+    let width = 16;
+    let positive: Vec<f32> = (0..width).map(|i| 0.013 + 0.77 * i as f32).collect();
+    let mixed: Vec<f32> = (0..width).map(|i| -11.3 + 1.41 * i as f32).collect();
+    let odd = specials();
+    let n = test_len(odd.len(), 6);
+    for_each_isa(|isa| {
+        for op in UnaryOp::ALL.into_iter().filter(|&op| is_math(op)) {
+            for base in [&positive, &mixed] {
+                for &s in &odd[..n] {
+                    for p in [0, 5, width - 1] {
+                        let mut x = base.clone();
+                        x[p] = s;
+                        let mut y = vec![0.0f32; width];
+                        unary(op, &x, &mut y).unwrap();
+                        for (&xi, &yi) in x.iter().zip(&y) {
+                            let mut one = [0.0f32];
+                            unary(op, &[xi], &mut one).unwrap();
+                            assert!(
+                                same(one[0], yi),
+                                "{} {}: x = {xi:e} next to {s:e}: {yi:e} vs {:e} alone",
+                                isa.name(),
+                                op.name(),
+                                one[0]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// A math slice function, its in-place form, and the op they stand for.
 type MathFns = (
     UnaryOp,

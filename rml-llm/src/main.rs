@@ -9,7 +9,7 @@
 //! * `rml-llm tokenize --tokenizer FILE "text"` prints the ids and pieces of a text.
 //!
 //! MODEL defaults to the bundled `models/default/rml-tiny-llama.gguf`. Every failure is
-//! one line on stderr and exit status 1.
+//! one line on stderr and exit status 1; `generate` stopped by Ctrl-C exits with 130.
 
 mod cli;
 
@@ -43,16 +43,17 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let done = |()| ExitCode::SUCCESS;
     let result = match Cli::parse().command {
         Command::Generate(c) => c.run(),
-        Command::Chat(c) => c.run(),
-        Command::Bench(c) => c.run(),
-        Command::Quantize(c) => c.run(),
-        Command::Info(c) => c.run(),
-        Command::Tokenize(c) => c.run(),
+        Command::Chat(c) => c.run().map(done),
+        Command::Bench(c) => c.run().map(done),
+        Command::Quantize(c) => c.run().map(done),
+        Command::Info(c) => c.run().map(done),
+        Command::Tokenize(c) => c.run().map(done),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("rml-llm: error: {}", e.replace('\n', " "));
             ExitCode::FAILURE

@@ -28,9 +28,19 @@
 //! handling, the context policy and continuation are those of
 //! [`Session`](crate::Session): the same [`Emitter`] runs over every emitted token,
 //! and `k` shrinks near the end of the context or of the token budget.
+//!
+//! **Cancellation.** A flag ([`SpeculativeSession::set_cancel`]) is checked before
+//! each prefill chunk of either model, before each draft step and before each
+//! verification call. Set before the first token is emitted, the call is undone (the
+//! caches, the sequence and the sampler are as before it) and returns
+//! [`StopReason::Cancelled`] with no token, as [`Session`](crate::Session) does for a
+//! cancelled prompt; set later, the round stops there and the call returns the tokens
+//! emitted so far with [`StopReason::Cancelled`], the caches cut back to them, so the
+//! next call continues as after any other stop.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rml_core::random::Rng;
@@ -42,7 +52,7 @@ use crate::generate::{Emitter, Generation, GenerationStats, Session, check_room}
 use crate::kv_cache::KvCache;
 use crate::model::{Logits, Model, Workspace};
 use crate::sample::{Sampler, SamplerConfig};
-use crate::stop::StopConfig;
+use crate::stop::{StopConfig, StopReason};
 use crate::tokenizer::Tokenizer;
 
 /// What checking one drafted token decided.
@@ -139,14 +149,34 @@ impl<'m> Side<'m> {
     /// Runs `tokens` in workspace-sized chunks; `out` receives the last logits
     /// (`Logits::Last`) or every row of a single chunk (`Logits::All`).
     fn run(&mut self, tokens: &[u32], which: Logits, out: &mut [f32]) -> Result<()> {
+        self.run_unless(tokens, which, out, || false).map(|_| ())
+    }
+
+    /// [`Side::run`], checking `cancelled` before each chunk: `Ok(false)` when it
+    /// said so (the chunks before it are in the cache).
+    fn run_unless(
+        &mut self,
+        tokens: &[u32],
+        which: Logits,
+        out: &mut [f32],
+        cancelled: impl Fn() -> bool,
+    ) -> Result<bool> {
         for chunk in tokens.chunks(self.ws.max_tokens()) {
+            if cancelled() {
+                return Ok(false);
+            }
             let logits = self
                 .model
                 .forward_with(chunk, &mut self.cache, &mut self.ws, which)?;
             out[..logits.len()].copy_from_slice(logits);
         }
-        Ok(())
+        Ok(true)
     }
+}
+
+/// True when `flag` is set.
+fn is_set(flag: &Option<Arc<AtomicBool>>) -> bool {
+    flag.as_ref().is_some_and(|c| c.load(Ordering::Relaxed))
 }
 
 /// A target and a draft model with their caches: see the [module](self) docs.
@@ -168,6 +198,7 @@ pub struct SpeculativeSession<'m> {
     target_probs: Vec<f32>,
     residual: Vec<f32>,
     drafted: Vec<u32>,
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl<'m> SpeculativeSession<'m> {
@@ -210,6 +241,7 @@ impl<'m> SpeculativeSession<'m> {
             target_probs: vec![0.0; vocab],
             residual: vec![0.0; vocab],
             drafted: Vec::with_capacity(k),
+            cancel: None,
         })
     }
 
@@ -217,6 +249,12 @@ impl<'m> SpeculativeSession<'m> {
     pub fn set_pool(&mut self, pool: Option<Arc<ThreadPool>>) {
         self.target.ws.set_pool(pool.clone());
         self.draft.ws.set_pool(pool);
+    }
+
+    /// A flag checked before each prefill chunk, draft step and verification call
+    /// (see the [module](self) docs); it is left set, the caller clears it.
+    pub fn set_cancel(&mut self, cancel: Option<Arc<AtomicBool>>) {
+        self.cancel = cancel;
     }
 
     /// Positions in use (the last sampled token included).
@@ -259,24 +297,39 @@ impl<'m> SpeculativeSession<'m> {
         };
         let mut spec = SpeculativeStats::default();
         let start = Instant::now();
+        let undo = Undo {
+            history: self.history.len(),
+            target: self.target.cache.len(),
+            draft: self.draft.cache.len(),
+            sampler: self.cancel.is_some().then(|| sampler.clone()),
+        };
         self.history.extend_from_slice(prompt);
         for &t in prompt {
             sampler.accept(t).map_err(Error::core("sampler"))?;
         }
         let last = self.history.len() - 1;
+        let cancel = &self.cancel;
         let (history, target) = (&self.history, &mut self.target);
-        target.run(
+        let mut ran = target.run_unless(
             &history[target.cache.len()..last],
             Logits::Last,
             &mut self.target_logits,
+            || is_set(cancel),
         )?;
         let draft = &mut self.draft;
-        draft.run(
-            &history[draft.cache.len()..last],
-            Logits::Last,
-            &mut self.draft_logits,
-        )?;
+        ran = ran
+            && draft.run_unless(
+                &history[draft.cache.len()..last],
+                Logits::Last,
+                &mut self.draft_logits,
+                || is_set(cancel),
+            )?;
         stats.prefill_seconds = start.elapsed().as_secs_f64();
+        if !ran {
+            self.undo(undo, sampler);
+            stats.prompt_tokens = 0;
+            return Ok((cancelled(Vec::new(), stats), spec));
+        }
 
         let start = Instant::now();
         let mut tokens = Vec::with_capacity(context - last + 1);
@@ -291,7 +344,12 @@ impl<'m> SpeculativeSession<'m> {
                 .min(context - before)
                 .min(budget_left.saturating_sub(1));
             draft_sampler.copy_window_from(sampler);
-            self.propose(k, &mut draft_sampler)?;
+            if !self.propose(k, &mut draft_sampler)? || is_set(&self.cancel) {
+                let keep = self.history.len() - 1;
+                let draft_len = self.draft.cache.len().min(keep);
+                self.draft.cache.truncate(draft_len);
+                break 'rounds StopReason::Cancelled;
+            }
             spec.rounds += 1;
             spec.drafted += k;
             let run_from = self.target.cache.len();
@@ -353,8 +411,13 @@ impl<'m> SpeculativeSession<'m> {
                 break 'rounds reason;
             }
         };
-        stats.generated_tokens = tokens.len();
         stats.decode_seconds = start.elapsed().as_secs_f64();
+        if reason == StopReason::Cancelled && tokens.is_empty() {
+            self.undo(undo, sampler);
+            stats.prompt_tokens = 0;
+            return Ok((cancelled(tokens, stats), spec));
+        }
+        stats.generated_tokens = tokens.len();
         Ok((
             Generation {
                 tokens,
@@ -365,17 +428,38 @@ impl<'m> SpeculativeSession<'m> {
         ))
     }
 
+    /// Puts the sequence, both caches and the sampler back as `undo` recorded them.
+    fn undo(&mut self, undo: Undo, sampler: &mut Sampler) {
+        self.history.truncate(undo.history);
+        self.target.cache.truncate(undo.target);
+        self.draft.cache.truncate(undo.draft);
+        if let Some(before) = undo.sampler {
+            *sampler = before;
+        }
+    }
+
     /// The draft catches up with the sequence and proposes `k` tokens into
     /// `self.drafted` (their probabilities into `draft_probs` when sampling).
-    fn propose(&mut self, k: usize, sampler: &mut Sampler) -> Result<()> {
+    /// `Ok(false)` when the cancel flag was seen before a draft step.
+    fn propose(&mut self, k: usize, sampler: &mut Sampler) -> Result<bool> {
         self.drafted.clear();
         if k == 0 {
-            return Ok(());
+            return Ok(true);
         }
         let from = self.draft.cache.len();
-        self.draft
-            .run(&self.history[from..], Logits::Last, &mut self.draft_logits)?;
+        let cancel = &self.cancel;
+        if !self.draft.run_unless(
+            &self.history[from..],
+            Logits::Last,
+            &mut self.draft_logits,
+            || is_set(cancel),
+        )? {
+            return Ok(false);
+        }
         for i in 0..k {
+            if is_set(&self.cancel) {
+                return Ok(false);
+            }
             if i > 0 {
                 let prev = [self.drafted[i - 1]];
                 self.draft
@@ -393,6 +477,24 @@ impl<'m> SpeculativeSession<'m> {
             .map_err(Error::core("draft sampler"))?;
             self.drafted.push(token);
         }
-        Ok(())
+        Ok(true)
+    }
+}
+
+/// What a call must restore when it is cancelled before its first token.
+struct Undo {
+    history: usize,
+    target: usize,
+    draft: usize,
+    /// The sampler before the prompt was fed to it (kept only with a cancel flag).
+    sampler: Option<Sampler>,
+}
+
+/// A generation cancelled with `tokens` emitted.
+fn cancelled(tokens: Vec<u32>, stats: GenerationStats) -> Generation {
+    Generation {
+        tokens,
+        reason: StopReason::Cancelled,
+        stats,
     }
 }

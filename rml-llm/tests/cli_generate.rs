@@ -1,6 +1,8 @@
 //! The `rml-llm generate` and `info` subcommands through the real binary: generated
-//! text on stdout, one error line on stderr and a non-zero exit on bad input, and no
-//! panic when stdout is closed early.
+//! text on stdout, one error line on stderr and a non-zero exit on bad input, no
+//! panic when stdout is closed early, and Ctrl-C (on a pseudo-terminal) during the
+//! prompt and during generation, with and without a draft: the text so far, a
+//! newline and exit status 130.
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -8,6 +10,7 @@ use cli::*;
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use rml_llm::tokenizer::Tokenizer;
 use rml_llm::{Model, Session};
@@ -232,4 +235,104 @@ fn prompt_longer_than_the_context_is_one_error_line() {
     let (ok, stdout, stderr) = run(&["generate", "-p", &prompt, "-n", "4"]);
     assert!(stdout.is_empty(), "{stdout}");
     assert_one_error_line(ok, &stderr, "the context holds 256");
+}
+
+/// The exit status `generate` documents for Ctrl-C.
+const INTERRUPTED: u32 = 130;
+
+#[test]
+fn ctrl_c_during_generation_keeps_the_text_so_far_and_exits_130() {
+    let model = long_context_model();
+    let path = model.to_str().unwrap();
+    // Seeded near-uniform sampling: the same text every run, and this seed meets no
+    // end-of-text token in 1000 tokens (a few seconds).
+    let args = [
+        "generate",
+        path,
+        "-p",
+        "The for statement",
+        "-n",
+        "1000",
+        "--temp",
+        "3",
+        "--top-k",
+        "0",
+        "--top-p",
+        "1",
+        "--min-p",
+        "0",
+        "--seed",
+        "8",
+    ];
+    for draft in [None, Some(path)] {
+        let mut argv = args.to_vec();
+        if let Some(d) = draft {
+            argv.extend(["--draft", d]);
+        }
+        // With a draft the sampled text differs (the same distribution, other draws).
+        let (ok, full, stderr) = run(&argv);
+        assert!(ok, "{stderr}");
+        assert!(
+            full.len() > 1000,
+            "draft {draft:?}: the uninterrupted text is long: {full:?}"
+        );
+        let out = model.with_extension("out");
+        let mut term = Terminal::spawn_to_file(&argv, &out);
+        // Some generated text is written, then Ctrl-C.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::fs::metadata(&out).map_or(0, |m| m.len()) < 16 {
+            assert!(Instant::now() < deadline, "no output");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        term.send(b"\x03");
+        let status = term.child.wait().unwrap();
+        term.wait_for_eof();
+        assert_eq!(
+            status.exit_code(),
+            INTERRUPTED,
+            "draft {draft:?}: {}",
+            term.seen
+        );
+        // The text is a proper prefix of the full run's, followed by the newline.
+        let shown = std::fs::read_to_string(&out).unwrap();
+        let _ = std::fs::remove_file(&out);
+        let text = shown
+            .strip_suffix('\n')
+            .unwrap_or_else(|| panic!("no final newline: {shown:?}"));
+        assert!(
+            !text.is_empty() && text.len() < full.len() - 1,
+            "draft {draft:?}: {shown:?}"
+        );
+        assert!(
+            full.starts_with(text),
+            "draft {draft:?}: {text:?} is not a prefix of {full:?}"
+        );
+    }
+    let _ = std::fs::remove_file(&model);
+}
+
+#[test]
+fn ctrl_c_during_the_prompt_prints_nothing_and_exits_130() {
+    let model = long_context_model();
+    // About 1700 tokens: several 256-token prefill chunks, with a progress bar on the
+    // terminal.
+    let prompt = "What does the with statement do? ".repeat(190);
+    let mut term = Terminal::spawn(&[
+        "generate",
+        model.to_str().unwrap(),
+        "-p",
+        &prompt,
+        "-n",
+        "8",
+    ]);
+    let at = term.wait_for(0, "prompt [");
+    term.send(b"\x03");
+    let status = term.child.wait().unwrap();
+    term.wait_for_eof();
+    let _ = std::fs::remove_file(&model);
+    assert_eq!(status.exit_code(), INTERRUPTED, "{}", term.seen);
+    // An uninterrupted run ends with status 0: 130 says Ctrl-C, sent while the prompt
+    // still ran (its bar was showing), stopped the run (at the next prefill chunk, or
+    // at the latest at the first of the 8 tokens).
+    assert!(!term.seen[at..].contains("rml-llm: error"), "{}", term.seen);
 }

@@ -6,11 +6,8 @@
 mod cli;
 use cli::*;
 
-use std::io::{Read, Write};
 use std::path::PathBuf;
-
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[test]
 fn draft_gives_the_same_greedy_text_and_reports_acceptance() {
@@ -155,84 +152,6 @@ fn chat_commands_and_bad_lines_keep_the_repl_going() {
     assert!(ok && stdout.is_empty());
 }
 
-/// The output of a process on a pseudo-terminal, collected by a reader thread.
-struct Terminal {
-    rx: mpsc::Receiver<Vec<u8>>,
-    seen: String,
-    writer: Box<dyn Write + Send>,
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-}
-
-impl Terminal {
-    fn spawn(args: &[&str]) -> Terminal {
-        use portable_pty::{CommandBuilder, PtySize, native_pty_system};
-        let pair = native_pty_system()
-            .openpty(PtySize {
-                rows: 40,
-                cols: 200,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .unwrap();
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_rml-llm"));
-        cmd.args(args);
-        cmd.cwd(env!("CARGO_MANIFEST_DIR"));
-        let child = pair.slave.spawn_command(cmd).unwrap();
-        drop(pair.slave);
-        let mut reader = pair.master.try_clone_reader().unwrap();
-        let writer = pair.master.take_writer().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                    break;
-                }
-            }
-            drop(pair.master);
-        });
-        Terminal {
-            rx,
-            seen: String::new(),
-            writer,
-            child,
-        }
-    }
-
-    /// Waits (at most 60 s, so a broken build fails instead of hanging) until the
-    /// output after `from` contains `text`; returns the position after it.
-    fn wait_for(&mut self, from: usize, text: &str) -> usize {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(i) = self.seen[from..].find(text) {
-                return from + i + text.len();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(bytes) => self.seen.push_str(&String::from_utf8_lossy(&bytes)),
-                Err(_) => panic!("waited for {text:?}; the terminal shows {:?}", self.seen),
-            }
-        }
-    }
-
-    /// Waits (at most 60 s) until the output is longer than `len` bytes.
-    fn wait_for_output(&mut self, len: usize) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while self.seen.len() <= len {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(bytes) => self.seen.push_str(&String::from_utf8_lossy(&bytes)),
-                Err(_) => panic!("no reply; the terminal shows {:?}", self.seen),
-            }
-        }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).unwrap();
-        self.writer.flush().unwrap();
-    }
-}
-
 #[test]
 fn chat_on_a_terminal_stops_a_reply_on_ctrl_c_and_exits_on_a_second_at_the_prompt() {
     // A long reply budget, so that the reply is still running when Ctrl-C comes.
@@ -276,29 +195,6 @@ fn chat_on_a_terminal_keeps_a_history_file() {
     let saved = std::fs::read_to_string(&history).unwrap();
     assert!(saved.contains("first question"), "{saved}");
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// The bundled model with a 2048-position context (its weights work at any position),
-/// so that a prompt spans several prefill chunks.
-fn long_context_model() -> PathBuf {
-    use rml_host::formats::gguf::{GgufFile, GgufWriter};
-    let src =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default/rml-tiny-llama.gguf");
-    let file = GgufFile::open(&src).unwrap();
-    let mut w = GgufWriter::new();
-    for (key, value) in file.metadata() {
-        if key != "llama.context_length" {
-            w.add_kv(key, value.to_owned_value()).unwrap();
-        }
-    }
-    w.add_kv("llama.context_length", 2048u32).unwrap();
-    for t in file.tensors() {
-        w.add_tensor(t.info.name(), t.info.ggml_type(), t.info.dims(), t.data)
-            .unwrap();
-    }
-    let out = std::env::temp_dir().join(format!("rml-llm-long-ctx-{}.gguf", std::process::id()));
-    w.write_file(&out).unwrap();
-    out
 }
 
 #[test]

@@ -65,6 +65,7 @@ fn convert_and_check(name: &str, ty: DType) -> f32 {
     let out = temp_dir("convert-hf", &format!("{name}-{}", ty.name())).join("model.gguf");
     let opts = QuantizeOptions {
         ty,
+        mix: None,
         token_embedding_type: None,
         output_type: None,
     };
@@ -196,12 +197,7 @@ fn unsupported_tokenizers_are_refused_by_name() {
 fn the_bundled_hf_directory_converts_through_the_binary_and_decodes_like_transformers() {
     let hf = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default/hf");
     let out = temp_dir("convert-hf", "bundled").join("tiny-f32.gguf");
-    let (ok, _, stderr) = run(&[
-        "quantize",
-        hf.to_str().unwrap(),
-        out.to_str().unwrap(),
-        "f32",
-    ]);
+    let (ok, stderr) = quantize(&hf, &out, "f32");
     assert!(ok, "{stderr}");
     assert!(stderr.contains("tensors converted"), "{stderr}");
     let model = Model::open(&out).unwrap();
@@ -242,13 +238,7 @@ fn qwen3_moe_with_dense_layers_is_refused() {
     // `mlp_only_layers`: GGUF's qwen3moe has experts in every layer.
     let dir = fixtures().join("decoder/qwen3_moe");
     let out = temp_dir("convert-hf", "qwen3-moe").join("out.gguf");
-    let (ok, _, stderr) = run(&[
-        "quantize",
-        dir.to_str().unwrap(),
-        out.to_str().unwrap(),
-        "f32",
-    ]);
-    assert_one_error_line(ok, &stderr, "MoE layers");
+    assert_quantize_refused(&dir, &out, "f32", "MoE layers");
 }
 
 #[test]
@@ -264,14 +254,25 @@ fn a_config_gguf_cannot_express_is_refused() {
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
     std::fs::copy(src.join("model.safetensors"), dir.join("model.safetensors")).unwrap();
     let out = dir.join("out.gguf");
+    assert_quantize_refused(&dir, &out, "q8_0", "sliding window");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs `rml-llm quantize INPUT OUT TY`: (success, stderr).
+fn quantize(input: &Path, out: &Path, ty: &str) -> (bool, String) {
     let (ok, _, stderr) = run(&[
         "quantize",
-        dir.to_str().unwrap(),
+        input.to_str().unwrap(),
         out.to_str().unwrap(),
-        "q8_0",
+        ty,
     ]);
-    assert_one_error_line(ok, &stderr, "sliding window");
-    std::fs::remove_dir_all(&dir).unwrap();
+    (ok, stderr)
+}
+
+/// `rml-llm quantize INPUT OUT TY` fails with one error line mentioning `mentions`.
+fn assert_quantize_refused(input: &Path, out: &Path, ty: &str, mentions: &str) {
+    let (ok, stderr) = quantize(input, out, ty);
+    assert_one_error_line(ok, &stderr, mentions);
 }
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
@@ -290,6 +291,7 @@ fn the_bundled_hf_directory_converts_to_the_gguf_gguf_py_wrote() {
     let out = temp_dir("convert-hf", "bundled-f16").join("tiny-f16.gguf");
     let opts = QuantizeOptions {
         ty: DType::F16,
+        mix: None,
         token_embedding_type: None,
         output_type: None,
     };
@@ -336,12 +338,6 @@ fn the_bundled_hf_directory_converts_to_the_gguf_gguf_py_wrote() {
 fn a_directory_without_config_is_one_error_line() {
     let dir = temp_dir("convert-hf", "empty");
     let out = dir.join("out.gguf");
-    let (ok, _, stderr) = run(&[
-        "quantize",
-        dir.to_str().unwrap(),
-        out.to_str().unwrap(),
-        "q8_0",
-    ]);
-    assert_one_error_line(ok, &stderr, "config.json");
+    assert_quantize_refused(&dir, &out, "q8_0", "config.json");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -15,6 +15,7 @@ use rml_llm::quantize::{QuantizeOptions, choose_type, parse_type, quantize_gguf}
 fn opts(ty: DType) -> QuantizeOptions {
     QuantizeOptions {
         ty,
+        mix: None,
         token_embedding_type: None,
         output_type: None,
     }
@@ -63,6 +64,7 @@ fn type_rules_follow_llama_quantize() {
     }
     let o = QuantizeOptions {
         ty: DType::Q4_0,
+        mix: None,
         token_embedding_type: Some(DType::Q8_0),
         output_type: Some(DType::F16),
     };

@@ -2,11 +2,13 @@
 //! distributions (`scripts/fixtures/speculative.py`), greedy output equal to
 //! `transformers`' greedy ids (`scripts/fixtures/generate.py`) and to plain decoding
 //! with a same-weights draft and with a Q4_0 draft (which disagrees often, so
-//! rejection and cache rollback run), stop handling, continuation and errors.
+//! rejection and cache rollback run), stop handling, continuation, the cancel flag
+//! and errors.
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rml_core::DType;
 use rml_core::random::Philox4x64Stream;
@@ -127,6 +129,7 @@ fn fixture() -> Fixture {
     let q4_path = dir.join("draft-q4_0.gguf");
     let opts = QuantizeOptions {
         ty: DType::Q4_0,
+        mix: None,
         token_embedding_type: None,
         output_type: None,
     };
@@ -300,6 +303,64 @@ fn sampled_speculation_is_seeded_and_a_same_weights_draft_is_always_accepted() {
     let (c, stats, _) = run(&f.q4);
     assert_eq!(c.tokens.len(), 48);
     assert!(stats.accepted < stats.drafted, "{stats:?}");
+}
+
+#[test]
+fn cancel_flag_undoes_a_prompt_and_stops_a_round() {
+    let f = fixture();
+    let prompt = f.tok.encode_prompt("The with statement").unwrap();
+    let (want, want_text) = plain(&f, &prompt, &budget(40));
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut session = SpeculativeSession::new(&f.model, &f.q4, 3, 256).unwrap();
+    session.set_cancel(Some(cancel.clone()));
+
+    // Set before the call (Ctrl-C during the prompt): nothing is run or shown and the
+    // session, sampler included, is as before, so sampling then repeats a fresh run.
+    let config = SamplerConfig {
+        temperature: 0.9,
+        seed: 11,
+        ..SamplerConfig::default()
+    };
+    let mut s = sampler(&f.model, config.clone());
+    cancel.store(true, Ordering::SeqCst);
+    let (g, stats, shown) = speculate(&mut session, &f.tok, &prompt, &mut s, &budget(12));
+    assert_eq!(g.reason, StopReason::Cancelled);
+    assert!(g.tokens.is_empty() && shown.is_empty() && stats.rounds == 0);
+    assert_eq!(session.position(), 0, "the cancelled prompt is undone");
+    cancel.store(false, Ordering::SeqCst);
+    let (sampled, _, _) = speculate(&mut session, &f.tok, &prompt, &mut s, &budget(12));
+    let mut fresh = SpeculativeSession::new(&f.model, &f.q4, 3, 256).unwrap();
+    let mut s = sampler(&f.model, config);
+    let (reference, _, _) = speculate(&mut fresh, &f.tok, &prompt, &mut s, &budget(12));
+    assert_eq!(sampled.tokens, reference.tokens);
+
+    // Set while text streams: the flag is seen at the next draft step or verification,
+    // the call returns what was emitted, and the next call continues from there.
+    session.reset();
+    let mut s = sampler(&f.model, SamplerConfig::greedy());
+    let (mut pieces, mut shown) = (0, String::new());
+    let (g, _) = session
+        .generate(&f.tok, &prompt, &mut s, &budget(40), |t| {
+            shown.push_str(t);
+            pieces += 1;
+            if pieces == 5 {
+                cancel.store(true, Ordering::SeqCst);
+            }
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert_eq!(g.reason, StopReason::Cancelled);
+    let n = g.tokens.len();
+    assert!(
+        (5..=5 + 3).contains(&n),
+        "{n} tokens after the flag at the 5th piece"
+    );
+    assert_eq!(g.tokens, want.tokens[..n]);
+    assert!(want_text.starts_with(&shown), "{shown:?} vs {want_text:?}");
+    assert_eq!(session.position(), prompt.len() + n);
+    cancel.store(false, Ordering::SeqCst);
+    let (rest, _, _) = speculate(&mut session, &f.tok, &[], &mut s, &budget(40 - n));
+    assert_eq!(rest.tokens, want.tokens[n..], "continued after the cancel");
 }
 
 #[test]

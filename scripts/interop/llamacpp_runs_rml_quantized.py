@@ -4,7 +4,7 @@
 Not run by ci/test: it needs ``llama-cpp-python`` (see
 ``scripts/fixtures-ondemand/quant_llamacpp.py`` for installing it). For each type it
 quantizes the bundled model with the given ``rml-llm`` binary, loads the output with
-``llama_cpp.Llama``, generates 24 greedy tokens after a prompt, and compares the text
+``llama_cpp.Llama`` (the K-quant mixes included), generates 24 greedy tokens after a prompt, and compares the text
 with ``rml-llm generate --temp 0`` on the same file. It fails if llama.cpp cannot
 load or run a file, or tokenizes the prompt differently; it reports (and does not
 fail on) greedy texts that differ, as quantization noise can flip a near-tie in one
@@ -24,7 +24,8 @@ import llama_cpp
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "models" / "default" / "rml-tiny-llama.gguf"
-TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
+TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+         "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M"]
 PROMPT = "The for statement"
 STEPS = 24
 

@@ -172,6 +172,13 @@ impl Executor {
         }
     }
 
+    /// Sets every step's profiled time back to zero (no effect without `profile`).
+    pub fn clear_profile(&mut self) {
+        if let Some(times) = self.times.as_mut() {
+            times.fill(Duration::ZERO);
+        }
+    }
+
     /// The outputs of the last run (in output order); stale or empty when the last
     /// run failed or there was none.
     pub fn outputs(&self) -> &[DenseTensor] {
@@ -305,15 +312,25 @@ impl Ctx<'_> {
             StepKind::Linear {
                 x,
                 packed,
+                weight,
+                stored_mk,
                 k,
                 m,
                 bias,
                 out,
                 epilogue,
             } => {
+                // One row: a GEMV on the unpacked weight (the choice depends on the
+                // shapes alone, so the bits do not depend on the thread count).
+                let one_row = self.plan.shapes[*out].numel() == *m;
+                let plain = match self.consts.get(*weight) {
+                    Some((_, Buffer::F32(w))) if one_row => Some((&w[..], *stored_mk)),
+                    _ => None,
+                };
                 let g = Producer {
                     rows: Rows::Gemm(Gemm {
                         packed: &packed[..],
+                        plain,
                         k: *k,
                         m: *m,
                     }),
@@ -1080,6 +1097,9 @@ struct Producer<'a> {
 /// A GEMM `[rows, k] · [k, m]` with `B` pre-packed by `gemm::pack_b`.
 struct Gemm<'a> {
     packed: &'a [f32],
+    /// For a one-row step: the unpacked weight and whether it is stored `[m, k]`
+    /// (else `[k, m]`), run as a GEMV instead of the packed GEMM.
+    plain: Option<(&'a [f32], bool)>,
     k: usize,
     m: usize,
 }
@@ -1108,6 +1128,20 @@ impl Gemm<'_> {
             bias,
             ..gemm::Epilogue::default()
         };
+        if let Some((w, stored_mk)) = self.plain {
+            let done = gemm::MatRef::row_major(a, rows, k).and_then(|a| {
+                let c = gemm::MatMut::row_major(out, rows, m)?;
+                if stored_mk {
+                    let w = gemm::MatRef::row_major(w, m, k)?;
+                    gemm::gemv_nk(1.0, a, w, 0.0, c, &epilogue)
+                } else {
+                    let w = gemm::MatRef::row_major(w, k, m)?;
+                    gemm::gemv_kn(1.0, a, w, 0.0, c, &epilogue)
+                }
+            });
+            done.expect("linear weights are planned to these sizes");
+            return;
+        }
         let done = gemm::PackedB::new(self.packed, k, m).and_then(|b| {
             let a = gemm::MatRef::row_major(a, rows, k)?;
             let c = gemm::MatMut::row_major(out, rows, m)?;

@@ -126,9 +126,6 @@ struct Move {
     dst_at: usize,
 }
 
-/// Most copies one node is split into (`concat` inputs, `split` outputs).
-const MAX_MOVES: usize = 256;
-
 /// Runs node `node` natively when it is one of this module's ops and fits; `None`
 /// leaves it to the interpreter.
 pub fn run(
@@ -139,6 +136,52 @@ pub fn run(
     arena: &mut [u64],
 ) -> Option<()> {
     let width = width(graph.values[node.outputs[0]].ty.dtype)?;
+    if let Op::Gather { axis } = node.op {
+        return gather(graph, consts, plan, node, axis, width, arena);
+    }
+    // Check every copy first (nothing is written when one does not fit), then copy.
+    moves(plan, node, &mut |_| {})?;
+    let outs = node.outputs.len();
+    if outs == 1 {
+        // One output, any number of inputs: carve the output out of the arena.
+        let out = plan.regions[node.outputs[0]]?;
+        let io = Carved::new(arena, out);
+        let mut held = true;
+        moves(plan, node, &mut |m| match node.inputs[m.input]
+            .and_then(|v| input_bytes(consts, plan, v, &io))
+        {
+            Some(src) => copy_bytes(width, &m.layout, &mut *io.out, m.dst_at, src, m.src_at),
+            None => held = false,
+        })?;
+        return held.then_some(());
+    }
+    // Several outputs (split) of one input.
+    let mut regions = [Region {
+        offset: 0,
+        words: 0,
+    }; MAX_IO];
+    for (r, &o) in regions.iter_mut().zip(&node.outputs) {
+        *r = plan.regions[o]?;
+    }
+    let x = node.inputs[0]?;
+    let io = split(arena, &regions[..outs], &[plan.regions[x]]);
+    let src = match io.ins[0] {
+        Some(words) => bytemuck::cast_slice::<u64, u8>(words),
+        None => const_bytes(consts, x)?,
+    };
+    let mut slots = io.outs;
+    moves(plan, node, &mut |m| {
+        let out = bytemuck::cast_slice_mut::<u64, u8>(&mut *slots[m.output]);
+        copy_bytes(width, &m.layout, out, m.dst_at, src, m.src_at);
+    })?;
+    Some(())
+}
+
+/// Calls `visit` with each strided copy of a `transpose`, `expand`, `slice`,
+/// `concat` or `split` node, in order; `None` (possibly after some visits) when the
+/// node is another op or its attributes and shapes do not fit. Computing the copies
+/// one at a time keeps a node's step free of any per-node table to fill.
+fn moves(plan: &Plan, node: &Node, visit: &mut dyn FnMut(Move)) -> Option<()> {
     let in_shape = |i: usize| {
         node.inputs
             .get(i)
@@ -147,17 +190,14 @@ pub fn run(
             .map(|v| plan.shapes[v])
     };
     let out_shape = |j: usize| plan.shapes[node.outputs[j]];
-    if let Op::Gather { axis } = node.op {
-        return gather(graph, consts, plan, node, axis, width, arena);
-    }
-    let mut moves = [Move {
+    let single = |layout, src_at| Move {
         input: 0,
         output: 0,
-        layout: Layout::new(&[], &[], &[]),
-        src_at: 0,
+        layout,
+        src_at,
         dst_at: 0,
-    }; MAX_MOVES];
-    let count = match &node.op {
+    };
+    match &node.op {
         Op::Transpose { perm } => {
             let (x, y) = (in_shape(0)?, out_shape(0));
             if perm.len() != x.rank() || y.rank() != x.rank() {
@@ -171,8 +211,8 @@ pub fn run(
                 }
                 src[i] = xs[p];
             }
-            moves[0].layout = Layout::new(y.dims(), &src[..y.rank()], &strides(&y)[..y.rank()]);
-            1
+            let layout = Layout::new(y.dims(), &src[..y.rank()], &strides(&y)[..y.rank()]);
+            visit(single(layout, 0));
         }
         Op::Expand { .. } => {
             let (x, y) = (in_shape(0)?, out_shape(0));
@@ -186,8 +226,8 @@ pub fn run(
                     _ => return None,
                 }
             }
-            moves[0].layout = Layout::new(y.dims(), &src[..y.rank()], &strides(&y)[..y.rank()]);
-            1
+            let layout = Layout::new(y.dims(), &src[..y.rank()], &strides(&y)[..y.rank()]);
+            visit(single(layout, 0));
         }
         Op::Slice {
             starts,
@@ -212,32 +252,29 @@ pub fn run(
             if y.dims() != &dims[..x.rank()] {
                 return None;
             }
-            moves[0].layout = Layout::new(y.dims(), &src[..y.rank()], &strides(&y)[..y.rank()]);
-            moves[0].src_at = usize::try_from(at).ok()?;
-            1
+            let layout = Layout::new(y.dims(), &src[..y.rank()], &strides(&y)[..y.rank()]);
+            visit(single(layout, usize::try_from(at).ok()?));
         }
         Op::Concat { axis } => {
             let y = out_shape(0);
             let a = normalize_axis(*axis, y.rank()).ok()?;
             let ys = strides(&y);
             let mut start = 0;
-            let mut n = 0;
             for (i, v) in node.inputs.iter().enumerate() {
                 let x = plan.shapes[(*v)?];
-                if n == MAX_MOVES || !same_but(&x, &y, a) {
+                if !same_but(&x, &y, a) {
                     return None;
                 }
-                moves[n] = Move {
+                visit(Move {
                     input: i,
                     output: 0,
                     layout: Layout::new(x.dims(), &strides(&x)[..x.rank()], &ys[..y.rank()]),
                     src_at: 0,
                     dst_at: start * ys[a] as usize,
-                };
+                });
                 start += x.dim(a);
-                n += 1;
             }
-            (start == y.dim(a)).then_some(n)?
+            (start == y.dim(a)).then_some(())?;
         }
         Op::Split { axis, .. } => {
             let x = in_shape(0)?;
@@ -249,49 +286,18 @@ pub fn run(
                 if j == MAX_IO || !same_but(&y, &x, a) {
                     return None;
                 }
-                moves[j] = Move {
+                visit(Move {
                     input: 0,
                     output: j,
                     layout: Layout::new(y.dims(), &xs[..x.rank()], &strides(&y)[..y.rank()]),
                     src_at: start * xs[a] as usize,
                     dst_at: 0,
-                };
+                });
                 start += y.dim(a);
             }
-            (start == x.dim(a)).then_some(node.outputs.len())?
+            (start == x.dim(a)).then_some(())?;
         }
         _ => return None,
-    };
-    let moves = &moves[..count];
-    let outs = node.outputs.len();
-    if outs == 1 {
-        // One output, any number of inputs: carve the output out of the arena.
-        let out = plan.regions[node.outputs[0]]?;
-        let io = Carved::new(arena, out);
-        for m in moves {
-            let src = input_bytes(consts, plan, node.inputs[m.input]?, &io)?;
-            copy_bytes(width, &m.layout, &mut *io.out, m.dst_at, src, m.src_at);
-        }
-        return Some(());
-    }
-    // Several outputs (split) of one input.
-    let mut regions = [Region {
-        offset: 0,
-        words: 0,
-    }; MAX_IO];
-    for (r, &o) in regions.iter_mut().zip(&node.outputs) {
-        *r = plan.regions[o]?;
-    }
-    let x = node.inputs[0]?;
-    let io = split(arena, &regions[..outs], &[plan.regions[x]]);
-    let src = match io.ins[0] {
-        Some(words) => bytemuck::cast_slice::<u64, u8>(words),
-        None => const_bytes(consts, x)?,
-    };
-    let slots = io.outs;
-    for m in moves {
-        let out = bytemuck::cast_slice_mut::<u64, u8>(slots[m.output]);
-        copy_bytes(width, &m.layout, out, m.dst_at, src, m.src_at);
     }
     Some(())
 }

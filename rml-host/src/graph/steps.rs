@@ -29,6 +29,12 @@ pub enum StepKind {
         /// step that multiplies by the same constant the same way (an unrolled
         /// recurrence's steps read one copy, which stays in cache).
         packed: Arc<[f32]>,
+        /// The unpacked constant weight, read instead of `packed` by a run with one
+        /// row (a GEMV streams its rows at memory speed; the packed GEMM's panels
+        /// are built for many rows).
+        weight: ValueId,
+        /// Whether `weight` is stored `[M, K]` (a `linear` weight; else `[K, M]`).
+        stored_mk: bool,
         /// Inner size.
         k: usize,
         /// Output features.
@@ -441,6 +447,8 @@ fn linear_step(
     Some(StepKind::Linear {
         x,
         packed,
+        weight: w,
+        stored_mk,
         k,
         m,
         bias,

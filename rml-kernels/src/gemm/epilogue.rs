@@ -6,6 +6,7 @@
 //! matrix; every part is optional.
 
 use super::mat::{MatMut, MatRef};
+use crate::elementwise::{UnaryOp, unary_inplace};
 use rml_core::{Error, Result};
 
 /// Element-wise activation applied last in an [`Epilogue`].
@@ -154,10 +155,15 @@ impl<'a> Epilogue<'a> {
                 }
             }
         }
-        match self.activation {
-            Activation::None => {}
-            Activation::Relu => row.iter_mut().for_each(|v| *v = v.max(0.0)),
-            act => row.iter_mut().for_each(|v| *v = act.apply(*v)),
-        }
+        // The vectorized math kernels (`crate::math`, errors documented there),
+        // not the scalar `Activation::apply`.
+        let op = match self.activation {
+            Activation::None => return,
+            Activation::Relu => return row.iter_mut().for_each(|v| *v = v.max(0.0)),
+            Activation::Gelu => UnaryOp::Gelu,
+            Activation::GeluTanh => UnaryOp::GeluTanh,
+            Activation::Silu => UnaryOp::Silu,
+        };
+        unary_inplace(op, row);
     }
 }

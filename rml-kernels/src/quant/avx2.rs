@@ -33,7 +33,7 @@ type GemvKernel = unsafe fn(*const u8, usize, *const u8, usize, RowKernel, &mut 
 /// says the rows are hot in cache (a GEMM tile): Q4_0 then runs four rows per pass,
 /// which pays off when compute-bound; streaming (GEMV) the nibble types run
 /// [`gemv_nibbles`], which prepares the activation once per call. The two agree to f32
-/// rounding.
+/// rounding. Q8_0 runs [`gemv_q8_0`] (eight blocks per step) either way.
 pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cached: bool) -> bool {
     if !Isa::Avx2.is_supported() || out.is_empty() {
         return out.is_empty();
@@ -70,6 +70,12 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cache
         // `rb` bytes apart, `a` holds `nb` activation blocks, and `kernel` is the
         // one-row kernel of `weight`.
         unsafe { gemv(w.as_ptr(), rb, a.as_ptr(), nb, kernel, out) };
+        return true;
+    }
+    if weight == DType::Q8_0 {
+        // SAFETY: AVX2/FMA/F16C are present; `w` holds `out.len()` rows of `nb` 34-byte
+        // blocks, `rb` bytes apart, and `a` holds `nb` Q8_0 blocks.
+        unsafe { gemv_q8_0(w.as_ptr(), rb, a.as_ptr(), nb, out) };
         return true;
     }
     if weight == DType::Q4_0 {
@@ -302,6 +308,60 @@ unsafe fn nibble_groups<const BW: usize, const QS: usize, const QH: usize, const
         }
     }
     acc
+}
+
+/// Quantized GEMV of Q8_0 rows (`rb` bytes apart, `nb` blocks each, `out.len()` rows)
+/// with one Q8_0 activation row, eight blocks per step: each block's 32 products
+/// become eight i32 lanes (`maddubs` of |w| and the sign-moved activation, then
+/// `madd`), the eight blocks' vectors are reduced together by [`block_totals`] to one
+/// i32 per block, and the eight weight and activation scales are converted together
+/// ([`f16_group`]) for one FMA per eight blocks (the per-block kernel spends a scale
+/// conversion, a product, a broadcast, a conversion and an FMA on every block). The
+/// last `nb mod 8` blocks run [`dot_q8_0`]; a row's result does not depend on the rows
+/// around it.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemv_q8_0(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
+    let ng = nb / GROUP;
+    let ones = _mm256_set1_epi16(1);
+    for (r, o) in out.iter_mut().enumerate() {
+        // SAFETY: the caller guarantees `out.len()` rows of `nb` 34-byte blocks at `w`,
+        // `rb` bytes apart, and `nb` 34-byte blocks at `a`; every offset below is a
+        // block < nb of row r.
+        unsafe {
+            let wr = w.add(r * rb);
+            let mut acc = _mm256_setzero_ps();
+            for g in 0..ng {
+                let (wg, ag) = (wr.add(34 * GROUP * g), a.add(34 * GROUP * g));
+                let v: [__m256i; GROUP] = core::array::from_fn(|j| {
+                    let x = ld256(wg.add(34 * j + 2));
+                    let y = ld256(ag.add(34 * j + Q8_0_QS));
+                    let p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+                    _mm256_madd_epi16(p, ones)
+                });
+                let d = _mm256_mul_ps(f16_group(wg, 34), f16_group(ag, 34));
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_totals(v)), d, acc);
+            }
+            let done = GROUP * ng;
+            *o = hsum_ps(acc);
+            if done < nb {
+                *o += dot_q8_0(wr.add(34 * done), a.add(34 * done), nb - done);
+            }
+        }
+    }
+}
+
+/// The totals of eight vectors of eight i32 (one vector per block of a group), as i32
+/// lanes in the order of [`f16_group`]: [0, 2, 4, 6, 1, 3, 5, 7].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn block_totals(v: [__m256i; GROUP]) -> __m256i {
+    // Per 128-bit half: even blocks in `e`, odd in `o`, each lane a half's partial sum.
+    let e = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[2]), _mm256_hadd_epi32(v[4], v[6]));
+    let o = _mm256_hadd_epi32(_mm256_hadd_epi32(v[1], v[3]), _mm256_hadd_epi32(v[5], v[7]));
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(e, o),
+        _mm256_permute2x128_si256::<0x31>(e, o),
+    )
 }
 
 /// The 5th bits of a block pair as byte masks (0xFF where set) in the layout of the
@@ -690,7 +750,7 @@ unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
-    hsum_ps(acc) - hsum_ps(acc_m)
+    hsum_ps(_mm256_sub_ps(acc, acc_m))
 }
 
 /// Q5_K · Q8_K over `nb` super-blocks.
@@ -742,7 +802,7 @@ unsafe fn dot_q5_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
-    hsum_ps(acc) - hsum_ps(acc_m)
+    hsum_ps(_mm256_sub_ps(acc, acc_m))
 }
 
 /// Q6_K · Q8_K over `nb` super-blocks.
@@ -838,7 +898,7 @@ unsafe fn dot_q2_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
-    hsum_ps(acc) - hsum_ps(acc_m)
+    hsum_ps(_mm256_sub_ps(acc, acc_m))
 }
 
 /// Q3_K · Q8_K over `nb` super-blocks.

@@ -208,6 +208,15 @@ impl Simd for F32x8 {
         unsafe { _mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0) }
     }
     #[inline(always)]
+    fn all_in(self, lo: f32, hi: f32) -> bool {
+        // SAFETY: AVX available (module docs).
+        unsafe {
+            let ge = _mm256_cmp_ps::<_CMP_GE_OQ>(self.0, _mm256_set1_ps(lo));
+            let lt = _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, _mm256_set1_ps(hi));
+            _mm256_movemask_ps(_mm256_and_ps(ge, lt)) == 0xff
+        }
+    }
+    #[inline(always)]
     fn select(m: __m256, a: Self, b: Self) -> Self {
         // SAFETY: AVX available (module docs).
         F32x8(unsafe { _mm256_blendv_ps(b.0, a.0, m) })

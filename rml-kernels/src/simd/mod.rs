@@ -79,6 +79,9 @@ pub(crate) trait Simd: Copy {
     fn eq(self, o: Self) -> Self::Mask;
     /// Lanes that are NaN.
     fn is_nan(self) -> Self::Mask;
+    /// Whether every lane lies in `[lo, hi)` (false if any lane is NaN): the
+    /// test that sends a whole vector down a kernel's common-case path.
+    fn all_in(self, lo: f32, hi: f32) -> bool;
     /// `m ? a : b` lane-wise.
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;
     /// `2^self` for integral lanes in `[-126, 127]`.

@@ -167,6 +167,15 @@ impl Simd for F32x4 {
         unsafe { vmvnq_u32(vceqq_f32(self.0, self.0)) }
     }
     #[inline(always)]
+    fn all_in(self, lo: f32, hi: f32) -> bool {
+        // SAFETY: NEON is baseline.
+        unsafe {
+            let ge = vcgeq_f32(self.0, vdupq_n_f32(lo));
+            let lt = vcltq_f32(self.0, vdupq_n_f32(hi));
+            vminvq_u32(vandq_u32(ge, lt)) != 0
+        }
+    }
+    #[inline(always)]
     fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
         // SAFETY: NEON is baseline.
         F32x4(unsafe { vbslq_f32(m, a.0, b.0) })

@@ -111,6 +111,10 @@ impl Simd for F32x1 {
         self.0.is_nan()
     }
     #[inline(always)]
+    fn all_in(self, lo: f32, hi: f32) -> bool {
+        lo <= self.0 && self.0 < hi
+    }
+    #[inline(always)]
     fn select(m: bool, a: Self, b: Self) -> Self {
         if m { a } else { b }
     }

@@ -1,11 +1,16 @@
 //! `rml-llm generate`: continue a prompt, optionally with a draft model
-//! (speculative decoding).
+//! (speculative decoding). Ctrl-C stops it: the text so far and a newline are
+//! written and the exit status is 130.
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use clap::Args;
 use rml_llm::sample::Sampler;
+use rml_llm::stop::StopReason;
 use rml_llm::tokenizer::Tokenizer;
 use rml_llm::{Generation, Model, SpeculativeSession, SpeculativeStats};
 
@@ -34,9 +39,28 @@ pub struct GenerateCommand {
     verbose: bool,
 }
 
+/// The exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
+pub const INTERRUPTED: u8 = 130;
+
+/// Set by the first Ctrl-C; the session sees it between prompt chunks (and, with a
+/// draft, before each draft step and verification), the text callback after that.
+static CANCEL: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
+
+/// The first Ctrl-C stops generation cleanly; a second one exits at once.
+fn install_interrupt_handler() -> Result<(), String> {
+    ctrlc::set_handler(|| {
+        if CANCEL.swap(true, Ordering::SeqCst) {
+            std::process::exit(i32::from(INTERRUPTED));
+        }
+    })
+    .map_err(|e| format!("installing the Ctrl-C handler: {e}"))
+}
+
 impl GenerateCommand {
-    /// Streams the continuation to stdout, then a newline.
-    pub fn run(self) -> Result<(), String> {
+    /// Streams the continuation to stdout, then a newline. Exit status 0, or
+    /// [`INTERRUPTED`] when Ctrl-C stopped it.
+    pub fn run(self) -> Result<ExitCode, String> {
+        install_interrupt_handler()?;
         let runner = Runner::new(self.model, self.options)?;
         let ids = runner
             .tok
@@ -46,8 +70,9 @@ impl GenerateCommand {
         let result = match &self.draft {
             None => {
                 let (mut session, mut sampler) = runner.session()?;
+                session.set_cancel(Some(Arc::clone(&CANCEL)));
                 runner
-                    .stream(&mut session, &mut sampler, &ids, &mut stdout, None)?
+                    .stream(&mut session, &mut sampler, &ids, &mut stdout, Some(&CANCEL))?
                     .map(|g| (g, None))
             }
             Some(path) => {
@@ -60,11 +85,16 @@ impl GenerateCommand {
             }
         };
         let Some((out, spec)) = result else {
-            return Ok(());
+            return Ok(ExitCode::SUCCESS);
+        };
+        let status = if out.reason == StopReason::Cancelled {
+            ExitCode::from(INTERRUPTED)
+        } else {
+            ExitCode::SUCCESS
         };
         if let Err(e) = writeln!(stdout).and_then(|()| stdout.flush()) {
             return if is_closed(&e) {
-                Ok(())
+                Ok(status)
             } else {
                 Err(format!("writing the output: {e}"))
             };
@@ -82,7 +112,7 @@ impl GenerateCommand {
                 );
             }
         }
-        Ok(())
+        Ok(status)
     }
 }
 
@@ -105,9 +135,10 @@ fn speculative(
     let mut session =
         SpeculativeSession::new(&runner.model, draft, k, context).map_err(|e| e.to_string())?;
     session.set_pool(runner.pool.clone());
+    session.set_cancel(Some(Arc::clone(&CANCEL)));
     let mut sampler = Sampler::new(runner.sampler.clone(), runner.model.config().vocab_size)
         .map_err(|e| e.to_string())?;
-    write_stream(out, None, |on_text| {
+    write_stream(out, Some(&CANCEL), |on_text| {
         session.generate(&runner.tok, ids, &mut sampler, &runner.stop, on_text)
     })
 }

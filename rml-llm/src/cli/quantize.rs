@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 use rml_llm::convert::HfModel;
-use rml_llm::quantize::{QuantizeOptions, TensorPlan, parse_type, quantize_gguf, quantize_hf};
+use rml_llm::quantize::{
+    QuantizeOptions, TensorPlan, parse_quant, parse_type, quantize_gguf, quantize_hf,
+};
 
 use super::progress::Progress;
 
@@ -17,7 +19,9 @@ pub struct QuantizeCommand {
     input: PathBuf,
     /// The GGUF file to write.
     output: PathBuf,
-    /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (or F16, F32).
+    /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, F16, F32 (every
+    /// tensor that type), or a llama.cpp K-quant mix: Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S,
+    /// Q5_K_M.
     #[arg(value_name = "TYPE")]
     ty: String,
     /// The type of token_embd.weight (default: TYPE).
@@ -35,8 +39,10 @@ impl QuantizeCommand {
     /// Writes the output and prints a one-line summary.
     pub fn run(self) -> Result<(), String> {
         let parse = |s: &str| parse_type(s).map_err(|e| e.to_string());
+        let (ty, mix) = parse_quant(&self.ty).map_err(|e| e.to_string())?;
         let opts = QuantizeOptions {
-            ty: parse(&self.ty)?,
+            ty,
+            mix,
             token_embedding_type: self
                 .token_embedding_type
                 .as_deref()

@@ -8,6 +8,9 @@
 //!   their type.
 //! * `token_embd.weight` and `output.weight` take the main type unless an override
 //!   names another (llama-quantize's `--token-embedding-type` / `--output-tensor-type`).
+//!   Plain types give every quantized tensor that type (llama-quantize's `--pure`);
+//!   a K-quant mix ([`Mix`]: `Q4_K_M`, …) picks each tensor's type as llama-quantize
+//!   does for it ([`mix`]).
 //! * A row length that is not a whole number of the type's blocks falls back as
 //!   llama.cpp does: Q2_K/Q3_K → Q4_0 (llama.cpp uses IQ4_NL, which rml does not
 //!   have), Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0; if that fails too, F16.
@@ -19,7 +22,9 @@
 //! metadata is made from `config.json` and the tokenizer, every tensor is read as f32
 //! and 1-D tensors, the router and rope factors are written as F32 (as llama.cpp's
 //! converter does). Either way `general.file_type` is set to llama.cpp's
-//! `LLAMA_FTYPE` for the type and `general.quantization_version` to 2.
+//! `LLAMA_FTYPE` for the type (or mix) and `general.quantization_version` to 2.
+
+pub mod mix;
 
 use std::path::Path;
 
@@ -30,6 +35,8 @@ use crate::convert::HfModel;
 use crate::error::{Error, Result};
 use crate::weights::transform::to_f32;
 use crate::weights::{GgufSource, WeightSource};
+
+pub use mix::Mix;
 
 /// The types `quantize` writes.
 pub const QUANT_TYPES: [DType; 12] = [
@@ -46,6 +53,22 @@ pub const QUANT_TYPES: [DType; 12] = [
     DType::F16,
     DType::F32,
 ];
+
+/// Parses a type name among [`QUANT_TYPES`] or a [`Mix`] name (`Q4_K_M`, any case)
+/// into the options' `(ty, mix)`.
+pub fn parse_quant(name: &str) -> Result<(DType, Option<Mix>)> {
+    match Mix::parse(name) {
+        Some(m) => Ok((m.base(), Some(m))),
+        None => parse_type(name).map(|ty| (ty, None)).map_err(|_| {
+            let mut names: Vec<&str> = QUANT_TYPES.iter().map(|d| d.name()).collect();
+            names.extend(Mix::ALL.iter().map(|m| m.name()));
+            Error::Input(format!(
+                "unknown quantization type {name:?}; one of {}",
+                names.join(", ")
+            ))
+        }),
+    }
+}
 
 /// Parses a type name (`Q4_0`, `q4_k`, `F16`, …) among [`QUANT_TYPES`].
 pub fn parse_type(name: &str) -> Result<DType> {
@@ -64,8 +87,11 @@ pub fn parse_type(name: &str) -> Result<DType> {
 /// What to quantize to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuantizeOptions {
-    /// The type of the quantized tensors.
+    /// The type of the quantized tensors (with a mix, its base type).
     pub ty: DType,
+    /// A K-quant mix choosing some tensors' types per tensor (`None`: every tensor
+    /// `ty`).
+    pub mix: Option<Mix>,
     /// The type of `token_embd.weight`, if not `ty`.
     pub token_embedding_type: Option<DType>,
     /// The type of `output.weight`, if not `ty`.
@@ -111,6 +137,11 @@ pub fn choose_type(
         "output.weight" => opts.output_type.unwrap_or(opts.ty),
         _ => opts.ty,
     };
+    fit(wanted, current, dims)
+}
+
+/// `wanted`, or its fallback when a row of `dims` is not a whole number of its blocks.
+fn fit(wanted: DType, current: GgmlType, dims: &[u64]) -> GgmlType {
     let fits = |d: DType| dims[0].is_multiple_of(d.block_size() as u64);
     let ty = if fits(wanted) {
         wanted
@@ -127,10 +158,59 @@ pub fn choose_type(
     ty.ggml_type().unwrap_or(current)
 }
 
-/// llama.cpp's `LLAMA_FTYPE` for a file mostly of type `ty` (the `_S` variants for
-/// K-quants, as every tensor gets the same type).
-fn file_type(ty: DType) -> u32 {
-    match ty {
+/// Chooses every tensor's type for one file: [`choose_type`], or with a mix the
+/// mix's rules (overrides first, the row-length fallback last).
+struct Chooser<'o> {
+    opts: &'o QuantizeOptions,
+    /// The mix with the model's shape and each `attn_v`-like tensor's index in
+    /// llama.cpp's order.
+    mix: Option<(Mix, mix::ModelShape, Vec<String>)>,
+}
+
+impl<'o> Chooser<'o> {
+    fn new(opts: &'o QuantizeOptions, metadata: &[(String, OwnedValue)], names: &[&str]) -> Self {
+        let mix = opts.mix.map(|m| {
+            let shape = mix::ModelShape::new(metadata, names.iter().copied());
+            let mut attn_v: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| mix::is_attn_v(n))
+                .collect();
+            attn_v.sort_by_key(|n| mix::llama_order(n));
+            (m, shape, attn_v.into_iter().map(String::from).collect())
+        });
+        Self { opts, mix }
+    }
+
+    fn choose(&self, name: &str, current: GgmlType, dims: &[u64]) -> GgmlType {
+        let Some((m, shape, attn_v)) = &self.mix else {
+            return choose_type(name, current, dims, self.opts);
+        };
+        if !is_quantizable(name, dims.len()) {
+            return current;
+        }
+        let wanted = match name {
+            "token_embd.weight" if self.opts.token_embedding_type.is_some() => {
+                self.opts.token_embedding_type
+            }
+            "output.weight" if self.opts.output_type.is_some() => self.opts.output_type,
+            _ => None,
+        };
+        let wanted = wanted.unwrap_or_else(|| {
+            let index = attn_v.iter().position(|n| n == name).unwrap_or(0);
+            m.wanted(shape, name, dims[0], index)
+        });
+        fit(wanted, current, dims)
+    }
+}
+
+/// llama.cpp's `LLAMA_FTYPE` for a file of `opts` (without a mix, the `_S` variants
+/// for K-quants, as every tensor gets the same type).
+fn file_type(opts: &QuantizeOptions) -> u32 {
+    if let Some(m) = opts.mix {
+        return m.file_type();
+    }
+    match opts.ty {
         DType::F32 => 0,
         DType::F16 => 1,
         DType::Q4_0 => 2,
@@ -187,11 +267,13 @@ pub fn quantize_hf(
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Vec<TensorPlan>> {
     let total = model.tensors.len();
+    let names: Vec<&str> = model.tensors.iter().map(|t| t.name.as_str()).collect();
+    let chooser = Chooser::new(opts, &model.metadata, &names);
     let mut plans = Vec::with_capacity(total);
     let mut owned = Vec::with_capacity(total);
     for (i, t) in model.tensors.iter().enumerate() {
         let dims = t.dims();
-        let to = choose_type(&t.name, GgmlType::F32, &dims, opts);
+        let to = chooser.choose(&t.name, GgmlType::F32, &dims);
         let values = t.values(&model.config, &model.source)?;
         let (data, bytes) = encode_as(&t.name, to, &values)?;
         plans.push(TensorPlan {
@@ -243,7 +325,7 @@ fn write_gguf<'a>(
         .add_kv("general.quantization_version", 2u32)
         .map_err(Error::Gguf)?;
     writer
-        .add_kv("general.file_type", file_type(opts.ty))
+        .add_kv("general.file_type", file_type(opts))
         .map_err(Error::Gguf)?;
     for (plan, dims, bytes) in tensors {
         writer
@@ -270,6 +352,12 @@ pub fn quantize_gguf(
     let file = GgufFile::open(input).map_err(Error::Gguf)?;
     let source = GgufSource::open(input)?;
     let total = file.tensor_count();
+    let metadata: Vec<(String, OwnedValue)> = file
+        .metadata()
+        .map(|(key, value)| (key.to_string(), value.to_owned_value()))
+        .collect();
+    let names: Vec<&str> = file.tensors().map(|t| t.info.name()).collect();
+    let chooser = Chooser::new(opts, &metadata, &names);
     let mut plans = Vec::with_capacity(total);
     // Quantized data is owned here; unchanged tensors are borrowed from the mapping.
     let mut owned: Vec<Option<Vec<u64>>> = Vec::with_capacity(total);
@@ -277,7 +365,7 @@ pub fn quantize_gguf(
         let info = t.info;
         let name = info.name();
         let from = info.ggml_type();
-        let to = choose_type(name, from, info.dims(), opts);
+        let to = chooser.choose(name, from, info.dims());
         let (data, bytes) = if to == from {
             (None, t.data.len())
         } else {
@@ -296,9 +384,6 @@ pub fn quantize_gguf(
         owned.push(data);
         progress(i + 1, total);
     }
-    let metadata = file
-        .metadata()
-        .map(|(key, value)| (key.to_string(), value.to_owned_value()));
     let tensors = file
         .tensors()
         .zip(&plans)
@@ -310,6 +395,6 @@ pub fn quantize_gguf(
             };
             (plan, t.info.dims(), bytes)
         });
-    write_gguf(metadata, tensors, opts, output)?;
+    write_gguf(metadata.into_iter(), tensors, opts, output)?;
     Ok(plans)
 }
