@@ -23,6 +23,8 @@ fn exec(
     options: Options,
 ) -> Vec<DenseTensor> {
     let mut e = Executor::new(graph.clone(), constants, options).unwrap();
+    // Split every step, however small, so the chunk boundaries are exercised.
+    e.set_min_chunk_ps(0);
     let first = e.run(inputs).unwrap().to_vec();
     let second = e.run(inputs).unwrap().to_vec();
     assert_eq!(first, second, "a second run gives the same bits");

@@ -237,6 +237,7 @@ fn check(ci: usize, c: &Case) {
                 profile: false,
             };
             let mut e = Executor::new(g.clone(), &constants, options).unwrap();
+            e.set_min_chunk_ps(0);
             let got = f32s(&e.run(&inputs).unwrap()[0].data);
             match &base {
                 Some(b) => assert!(
@@ -399,6 +400,7 @@ fn attention_reads_and_writes_transposed_operands_through_strides() {
                 ..Options::default()
             };
             let mut e = Executor::new(g.clone(), &constants, options).unwrap();
+            e.set_min_chunk_ps(0);
             let transposes = e
                 .steps()
                 .iter()

@@ -253,6 +253,7 @@ fn exec_all_bits(
                 profile: false,
             };
             let mut e = rml_host::graph::Executor::new(g.clone(), constants, options).unwrap();
+            e.set_min_chunk_ps(0);
             let got = f32s(&e.run(inputs).unwrap()[0].data);
             let bits: Vec<u32> = got.iter().map(|f| f.to_bits()).collect();
             match &base {

@@ -182,25 +182,92 @@ fn norm_and_softmax_row_kernels_match_the_interpreter() {
     let names = ["ln", "ln_plain", "rms", "sm"];
     let decls = vec![decl("g", json!([width])), decl("b", json!([width]))];
     let g = load_graph(&graph(nodes, decls, width, &names), &constants).unwrap();
+    // 150 rows: 2 and 3 threads split them (`exec_all` splits every step).
+    rows_match_the_interpreter(&g, &constants, [150, width], 5, &names);
+}
+
+/// Runs `g` on `[rows, width]` values (seed `seed`, in ±4) through the interpreter
+/// and through the executor (fusion on/off, 1–3 threads, bit for bit), and checks
+/// the outputs `names` agree within the row sums' rounding: `width` terms summed in
+/// another order, a few ulps of the row's scale.
+fn rows_match_the_interpreter(
+    g: &rml_host::graph::Graph,
+    constants: &MemoryConstants,
+    [rows, width]: [usize; 2],
+    seed: u64,
+    names: &[&str],
+) {
     let x = DenseTensor {
-        // 150 rows: enough work that 2 and 3 threads split the rows.
-        shape: Shape::new(&[150, width]).unwrap(),
+        shape: Shape::new(&[rows, width]).unwrap(),
         data: Buffer::F32(
-            exec_support::values(150 * width, 5)
+            exec_support::values(rows * width, seed)
                 .iter()
                 .map(|v| 4.0 * v)
                 .collect(),
         ),
     };
-    let want = run(&g, &constants, std::slice::from_ref(&x)).unwrap();
-    let got = exec_all(&g, &constants, &[x]);
-    // Row sums of `width` terms in another order: a few ulps of the row's scale.
+    let want = run(g, constants, std::slice::from_ref(&x)).unwrap();
+    let got = exec_all(g, constants, &[x]);
     let tol = 8.0 * width as f32 * f32::EPSILON;
     for ((name, w), got) in names.iter().zip(want).zip(got) {
         for (&a, &b) in got.iter().zip(&f32s(&w.data)) {
             assert!((a - b).abs() <= tol * (1.0 + b.abs()), "{name}: {a} vs {b}");
         }
     }
+}
+
+#[test]
+fn layer_norm_runs_as_the_prologue_of_the_program_after_it() {
+    // 300 columns: 6-row blocks, 37 rows end on a partial block; 3000 columns: a
+    // row is larger than a block (one row per block). With and without the affine
+    // parameters, the axis given as -1 or 1; `ln` also a graph output or not.
+    for (width, affine, axis, ln_out) in [
+        (300, true, -1, false),
+        (300, false, 1, true),
+        (3000, true, 1, false),
+    ] {
+        let mut constants = MemoryConstants::new();
+        let mut decls = Vec::new();
+        let mut ln_inputs = vec!["x"];
+        for (i, c) in ["g", "b", "s"].iter().enumerate() {
+            let v = exec_support::values(width, 30 + i as u64);
+            constants.insert(c, &[width], Buffer::F32(v));
+            decls.push(decl(c, json!([width])));
+        }
+        if affine {
+            ln_inputs.extend(["g", "b"]);
+        }
+        let nodes = vec![
+            json!({"op": "layer_norm", "inputs": ln_inputs, "outputs": ["ln"],
+                   "attrs": {"axis": axis}}),
+            json!({"op": "mul", "inputs": ["ln", "s"], "outputs": ["m"]}),
+            json!({"op": "gelu", "inputs": ["m"], "outputs": ["ge"]}),
+            json!({"op": "add", "inputs": ["ge", "x"], "outputs": ["y"]}),
+        ];
+        let names: &[&str] = if ln_out { &["y", "ln"] } else { &["y"] };
+        let g = load_graph(&graph(nodes, decls, width, names), &constants).unwrap();
+        let e = Executor::new(g.clone(), &constants, Options::default()).unwrap();
+        let labels: Vec<&str> = e.steps().iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["layer_norm => mul + gelu + add"], "width {width}");
+        // Fusion on (the prologue) and off (a row-kernel node, then programs), 1-3
+        // threads: bit for bit; against the interpreter: the row kernel's sums, then
+        // GELU within its ULP bound.
+        rows_match_the_interpreter(&g, &constants, [37, width], 6, names);
+    }
+}
+
+#[test]
+fn layer_norm_over_several_axes_is_not_a_prologue() {
+    let width = 8;
+    let constants = MemoryConstants::new();
+    let nodes = vec![
+        json!({"op": "layer_norm", "inputs": ["x"], "outputs": ["ln"], "attrs": {"axis": 0}}),
+        json!({"op": "gelu", "inputs": ["ln"], "outputs": ["y"]}),
+    ];
+    let g = load_graph(&graph(nodes, Vec::new(), width, &["y"]), &constants).unwrap();
+    let e = Executor::new(g, &constants, Options::default()).unwrap();
+    let labels: Vec<&str> = e.steps().iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(labels, ["layer_norm", "gelu"]);
 }
 
 /// One `conv2d` case: input dims `[N, C, H, W]`, output channels, kernel, stride,

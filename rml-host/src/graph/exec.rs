@@ -29,7 +29,7 @@ use super::constants::ConstantValues;
 use super::conv::Conv2d;
 use super::conv_transpose::ConvTranspose2d;
 use super::error::{GraphError, Site};
-use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
+use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source, new_registers};
 use super::group_norm::group_norm;
 use super::hoist::hoist_shared_linears;
 use super::interp::float::fill;
@@ -38,7 +38,7 @@ use super::ir::{Graph, ValueId};
 use super::max_pool::max_pool2d;
 use super::movement;
 use super::op::{Op, PoolKind};
-use super::par::{MAX_CHUNKS, for_row_blocks};
+use super::par::{Cost, MAX_CHUNKS, MIN_CHUNK_PS, chunk_count, for_row_blocks, gemm_chunks};
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
 use super::reduce::{Fold, reduce, split as reduce_split};
@@ -49,9 +49,6 @@ use rml_kernels::{gemm, norm, softmax};
 
 /// Most inputs of a node run by [`fill`].
 const MAX_FILL_INPUTS: usize = 5;
-
-/// Work (elements × instructions) below which a step stays on the calling thread.
-const MIN_PARALLEL_WORK: usize = 1 << 15;
 
 /// How an [`Executor`] is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +86,8 @@ pub struct Executor {
     /// compile time (the packed-A block is capped by `MC × KC`, whatever the batch).
     scratch: Vec<f32>,
     scratch_per_chunk: usize,
+    /// Least estimated work per chunk for a step to be split (`graph::par`).
+    min_chunk_ps: usize,
 }
 
 impl Executor {
@@ -132,7 +131,16 @@ impl Executor {
             times,
             scratch: vec![0.0; scratch_per_chunk * threads],
             scratch_per_chunk,
+            min_chunk_ps: MIN_CHUNK_PS,
         })
+    }
+
+    /// Sets the least estimated work (picoseconds) per chunk for a step to be split
+    /// across threads (default [`MIN_CHUNK_PS`]). `0` splits every step that has
+    /// more than one item into one chunk per thread: tests use it to check that
+    /// results do not depend on the thread count on graphs too small to split.
+    pub fn set_min_chunk_ps(&mut self, ps: usize) {
+        self.min_chunk_ps = ps;
     }
 
     /// The graph it runs.
@@ -216,6 +224,7 @@ impl Executor {
                 pool: &self.pool,
                 threads: self.threads,
                 scratch_per_chunk: self.scratch_per_chunk,
+                min_chunk_ps: self.min_chunk_ps,
             };
             ctx.run_step(index, step, arena, &mut self.scratch)?;
             if let (Some(times), Some(start)) = (self.times.as_mut(), start) {
@@ -283,6 +292,7 @@ struct Ctx<'a> {
     pool: &'a ThreadPool,
     threads: usize,
     scratch_per_chunk: usize,
+    min_chunk_ps: usize,
 }
 
 impl Ctx<'_> {
@@ -317,19 +327,40 @@ impl Ctx<'_> {
                     Some((_, Buffer::F32(w))) if one_row => Some((&w[..], *stored_mk)),
                     _ => None,
                 };
-                let g = GemmStep {
-                    gemm: Gemm {
+                let g = Producer {
+                    rows: Rows::Gemm(Gemm {
                         packed: &packed[..],
                         plain,
                         k: *k,
                         m: *m,
-                    },
+                    }),
                     x: *x,
-                    bias: *bias,
+                    params: [*bias, None],
                     out: *out,
                 };
                 let bcast = &self.plan.broadcasts[index];
                 self.stream(epilogue.as_ref(), Some(&g), bcast, arena, scratch);
+                Ok(())
+            }
+            StepKind::LayerNorm {
+                x,
+                params,
+                epsilon,
+                out,
+                epilogue,
+            } => {
+                let cols = self.plan.shapes[*out].dims().last().copied().unwrap_or(0);
+                let g = Producer {
+                    rows: Rows::LayerNorm {
+                        epsilon: *epsilon,
+                        cols,
+                    },
+                    x: *x,
+                    params: *params,
+                    out: *out,
+                };
+                let bcast = &self.plan.broadcasts[index];
+                self.stream(Some(epilogue), Some(&g), bcast, arena, scratch);
                 Ok(())
             }
             StepKind::Node(node) => self.node(*node, arena),
@@ -357,21 +388,17 @@ impl Ctx<'_> {
         self.plan.regions[id]
     }
 
-    /// Splits `n` items into chunks when the work is worth more threads.
-    fn chunks(&self, n: usize, work: usize) -> usize {
-        if self.threads > 1 && work >= MIN_PARALLEL_WORK {
-            self.threads.min(n).max(1)
-        } else {
-            1
-        }
+    /// Chunks to split `n` items of a step costing `cost` into ([`chunk_count`]).
+    fn chunks(&self, n: usize, cost: Cost) -> usize {
+        chunk_count(self.threads, n, cost, self.min_chunk_ps)
     }
 
-    /// Runs a fused program, or a packed GEMM with an optional epilogue program,
-    /// split by rows (elements for a lone program) over threads.
+    /// Runs a fused program, or a packed GEMM or row layer norm with an optional
+    /// epilogue program, split by rows (elements for a lone program) over threads.
     fn stream(
         &self,
         p: Option<&Program>,
-        g: Option<&GemmStep<'_>>,
+        g: Option<&Producer<'_>>,
         bcast: &[Broadcast],
         arena: &mut [u64],
         scratch: &mut [f32],
@@ -379,8 +406,8 @@ impl Ctx<'_> {
         let no_values: &[ValueId] = &[];
         let (p_outs, p_ops) = p.map_or((no_values, no_values), |p| (&p.outputs, &p.operands));
         let (nprog, nops) = (p_outs.len(), p_ops.len());
-        // Regions: program outputs, then the GEMM output; program operands, then x
-        // and the bias.
+        // Regions: program outputs, then the producer's output; program operands,
+        // then x and the producer's parameters.
         let mut out_ids = [0; MAX_IO];
         let mut in_ids = [0; MAX_IO];
         out_ids[..nprog].copy_from_slice(p_outs);
@@ -391,12 +418,12 @@ impl Ctx<'_> {
             nout += 1;
             in_ids[nin] = g.x;
             nin += 1;
-            if let Some(b) = g.bias {
-                in_ids[nin] = b;
+            for v in g.params.iter().flatten() {
+                in_ids[nin] = *v;
                 nin += 1;
             }
         }
-        let gemm_out = g.map(|g| g.out);
+        let producer_out = g.map(|g| g.out);
         let mut out_regions = [Region {
             offset: 0,
             words: 0,
@@ -406,7 +433,7 @@ impl Ctx<'_> {
         }
         let mut in_regions = [None; MAX_IO];
         for (r, &v) in in_regions.iter_mut().zip(&in_ids[..nin]) {
-            *r = if Some(v) == gemm_out {
+            *r = if Some(v) == producer_out {
                 None
             } else {
                 self.region(v)
@@ -416,7 +443,7 @@ impl Ctx<'_> {
         let mut sources: [Source<'_>; MAX_OPERANDS] = [Source::Output(0); MAX_OPERANDS];
         for (i, &v) in p_ops.iter().enumerate() {
             sources[i] = match (io.in_place[i], io.ins[i]) {
-                _ if Some(v) == gemm_out => Source::Output(nprog),
+                _ if Some(v) == producer_out => Source::Output(nprog),
                 (Some(j), _) => Source::Output(j),
                 (None, Some(words)) => Source::Data(self.data(v, words), bcast[i]),
                 (None, None) => {
@@ -427,30 +454,45 @@ impl Ctx<'_> {
         }
         let sources = &sources[..nops];
         let xs = g.map(|g| f32_input(self.consts, self.plan, g.x, io.ins[nops]));
-        let bs = g.and_then(|g| {
-            g.bias
-                .map(|b| f32_input(self.consts, self.plan, b, io.ins[nops + 1]))
-        });
+        let mut params: [Option<&[f32]>; 2] = [None; 2];
+        let mut at = nops + 1;
+        for (slot, v) in params.iter_mut().zip(g.map_or(&[None; 2], |g| &g.params)) {
+            if let Some(v) = *v {
+                *slot = Some(f32_input(self.consts, self.plan, v, io.ins[at]));
+                at += 1;
+            }
+        }
         let n = self.plan.shapes[out_ids[0]].numel();
         let mut outs: [DataMut<'_>; MAX_IO] = std::array::from_fn(|_| DataMut::F32(&mut []));
         for ((slot, w), &o) in outs.iter_mut().zip(io.outs).zip(&out_ids[..nout]) {
             *slot = data_mut(self.graph.values[o].ty.dtype, w, n);
         }
-        let unit = g.map_or(1, |g| g.gemm.m.max(1));
+        let unit = g.map_or(1, |g| g.rows.cols().max(1));
         let units = n / unit;
-        let work = match (g, p) {
-            (Some(g), _) => n * g.gemm.k,
-            (None, Some(p)) => n * p.code.len(),
-            (None, None) => 0,
+        let program = n.saturating_mul(p.map_or(0, Program::cost_ps));
+        let work = match g.map(|g| &g.rows) {
+            Some(Rows::Gemm(gemm)) => Cost::Fma(n.saturating_mul(gemm.k)).ps() + program,
+            Some(Rows::LayerNorm { .. }) => Cost::RowElements(n).ps() + program,
+            None => program,
         };
-        let body = |outs: &mut [DataMut<'_>], first: usize, scratch: &mut [f32]| {
-            if let (Some(g), Some(x), DataMut::F32(o)) = (g, xs, &mut outs[nprog.min(nout - 1)]) {
-                g.gemm.rows(x, bs, o, first, scratch);
+        let body = |outs: &mut [DataMut<'_>], first: usize, scratch: &mut [f32]| match (g, xs) {
+            (Some(g), Some(x)) => {
+                let mut regs = p.map(|_| new_registers());
+                let epilogue = |w: &mut [DataMut<'_>], at: usize| {
+                    if let (Some(p), Some(regs)) = (p, regs.as_mut()) {
+                        p.run_in(regs, sources, w, at);
+                    }
+                };
+                g.rows
+                    .run(x, params, (outs, nprog), first, scratch, epilogue);
             }
-            if let Some(p) = p {
-                p.run(sources, outs, first * unit);
+            _ => {
+                if let Some(p) = p {
+                    p.run(sources, outs, first * unit);
+                }
             }
         };
+        let work = Cost::Ps(work);
         let chunks = self.chunks(units, work);
         let per = self.scratch_per_chunk;
         if chunks == 1 {
@@ -617,7 +659,10 @@ impl Ctx<'_> {
                 (num_groups, epsilon),
                 words,
                 (
-                    self.chunks(x.shape().dims()[0] * num_groups, xs.len()),
+                    self.chunks(
+                        x.shape().dims()[0] * num_groups,
+                        Cost::F64Elements(xs.len()),
+                    ),
                     &|n, f| self.parallel(n, f),
                 ),
             )
@@ -718,7 +763,8 @@ impl Ctx<'_> {
         }
         let [_, co, _, _] = out_dims;
         let work = out.len().saturating_mul(w.0.len() / co.max(1));
-        let chunks = self.chunks(co / p.groups, work);
+        let cog = co / p.groups.max(1);
+        let chunks = gemm_chunks(self.chunks(cog, Cost::Fma(work)), cog, 1);
         conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
         true
     }
@@ -735,8 +781,7 @@ impl Ctx<'_> {
         let x = views.first()?.as_ref()?;
         let cols = x.shape().dims().last().copied()?;
         let rows = x.shape().numel().checked_div(cols)?;
-        // About four passes over each element (statistics, normalize, affine).
-        let chunks = self.chunks(rows, y.len().saturating_mul(4));
+        let chunks = self.chunks(rows, Cost::RowElements(y.len()));
         if chunks == 1 {
             return row_kernel(op, views, 0..rows, y);
         }
@@ -824,7 +869,7 @@ impl Ctx<'_> {
         let layout = attention.layout(dims, heads_last)?;
         let [o, ..] = io.outs;
         let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
-        let chunks = self.chunks(layout.units(), layout.work());
+        let chunks = self.chunks(layout.units(), Cost::Fma(layout.work()));
         attention.run(&layout, words, chunks, &|n, f| self.parallel(n, f));
         Some(())
     }
@@ -852,9 +897,9 @@ impl Ctx<'_> {
         if !conv.fits(p, out.len()) {
             return false;
         }
-        let [_, cog, _, _] = w.1;
+        let [_, cog, kh, kw] = w.1;
         let work = out.len().saturating_mul(x.1[1] / p.groups.max(1));
-        let chunks = self.chunks(cog, work);
+        let chunks = gemm_chunks(self.chunks(cog, Cost::Fma(work)), cog, kh * kw);
         conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
         true
     }
@@ -878,7 +923,7 @@ impl Ctx<'_> {
             _ => return None,
         };
         let xs = x.as_slice().ok()?;
-        let chunks = self.chunks(out.len(), xs.len());
+        let chunks = self.chunks(out.len(), Cost::Elements(xs.len()));
         let parallel = |n: usize, f: &(dyn Fn(usize) + Sync)| self.parallel(n, f);
         reduce(fold, xs, parts, out, chunks, &parallel).then_some(())
     }
@@ -965,11 +1010,87 @@ fn row_kernel(
     }
 }
 
-/// A linear step's GEMM and its values.
-struct GemmStep<'a> {
-    gemm: Gemm<'a>,
+/// Output elements a row layer norm's block holds at most before its epilogue
+/// program runs on it (8 KiB: the block is still in L1 when the program reads it).
+const NORM_BLOCK: usize = 2048;
+
+/// What a streamed step computes before its epilogue program: a packed GEMM (a
+/// linear) or a layer norm over the last axis on rml-kernels' row kernel.
+enum Rows<'a> {
+    /// The GEMM.
+    Gemm(Gemm<'a>),
+    /// The layer norm of rows of `cols` values.
+    LayerNorm { epsilon: f32, cols: usize },
+}
+
+impl Rows<'_> {
+    /// Values per output row.
+    fn cols(&self) -> usize {
+        match self {
+            Rows::Gemm(g) => g.m,
+            Rows::LayerNorm { cols, .. } => *cols,
+        }
+    }
+
+    /// Computes output rows `first..` into `outs[at]` (this chunk's rows of the
+    /// step's output; `params` are the GEMM's bias or the norm's scale and shift)
+    /// and calls `epilogue(outs, element)` on every block of computed rows (all
+    /// outputs windowed to the block, `element` its first flat index): the whole
+    /// chunk at once after a GEMM, blocks of at most [`NORM_BLOCK`] elements for a
+    /// layer norm. A row's values do not depend on the block or chunk it falls in.
+    fn run(
+        &self,
+        x: &[f32],
+        params: [Option<&[f32]>; 2],
+        (outs, at): (&mut [DataMut<'_>], usize),
+        first: usize,
+        scratch: &mut [f32],
+        mut epilogue: impl FnMut(&mut [DataMut<'_>], usize),
+    ) {
+        let cols = self.cols();
+        if cols == 0 {
+            return;
+        }
+        match self {
+            Rows::Gemm(gemm) => {
+                if let DataMut::F32(o) = &mut outs[at] {
+                    gemm.rows(x, params[0], o, first, scratch);
+                }
+                epilogue(outs, first * cols);
+            }
+            Rows::LayerNorm { epsilon, .. } => {
+                let rows = outs[at].len() / cols;
+                let block = (NORM_BLOCK / cols).max(1);
+                let mut r = 0;
+                while r < rows {
+                    let end = (r + block).min(rows);
+                    if let DataMut::F32(o) = &mut outs[at] {
+                        let [gamma, beta] = params;
+                        let range = first + r..first + end;
+                        let y = &mut o[r * cols..end * cols];
+                        norm::layer_norm_rows(x, cols, range, gamma, beta, *epsilon, y)
+                            .expect("layer-norm steps are checked to fit the row kernel");
+                    }
+                    let nout = outs.len();
+                    let mut window: [DataMut<'_>; MAX_IO] =
+                        std::array::from_fn(|_| DataMut::F32(&mut []));
+                    for (w, o) in window.iter_mut().zip(outs.iter_mut()) {
+                        *w = o.window(r * cols..end * cols);
+                    }
+                    epilogue(&mut window[..nout], (first + r) * cols);
+                    r = end;
+                }
+            }
+        }
+    }
+}
+
+/// A row-producing step's kernel and its values.
+struct Producer<'a> {
+    rows: Rows<'a>,
     x: ValueId,
-    bias: Option<ValueId>,
+    /// The GEMM's bias, or the layer norm's scale and shift.
+    params: [Option<ValueId>; 2],
     out: ValueId,
 }
 

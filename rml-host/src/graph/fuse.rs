@@ -27,6 +27,14 @@ pub const MAX_OPERANDS: usize = 8;
 /// Register index.
 pub type Reg = u8;
 
+/// A program's registers: [`MAX_REGS`] tiles.
+pub type Registers = [f32; MAX_REGS * TILE];
+
+/// Zeroed registers.
+pub fn new_registers() -> Registers {
+    [0.0; MAX_REGS * TILE]
+}
+
 /// One instruction of a fused program.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Instr {
@@ -480,6 +488,14 @@ impl DataMut<'_> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Elements `range` of these.
+    pub fn window(&mut self, range: std::ops::Range<usize>) -> DataMut<'_> {
+        match self {
+            DataMut::F32(v) => DataMut::F32(&mut v[range]),
+            DataMut::Bool(v) => DataMut::Bool(&mut v[range]),
+        }
+    }
 }
 
 /// Where a program operand is read from while it runs.
@@ -492,16 +508,40 @@ pub enum Source<'a> {
 }
 
 impl Program {
+    /// Estimated single-thread picoseconds per output element (for the thread
+    /// policy, `graph::par`): about 2 ns per transcendental over a tile (the
+    /// vector `erf`-form GELU is the slowest), 0.1 ns per other instruction.
+    pub fn cost_ps(&self) -> usize {
+        self.code
+            .iter()
+            .map(|i| match i {
+                Instr::Unary { f, .. } if vector_kernel(*f).is_some() => 2000,
+                _ => 100,
+            })
+            .sum()
+    }
+
     /// Runs the program over output elements `base..base + outs[0].len()`, every
     /// output slice covering exactly that range.
     pub fn run(&self, sources: &[Source<'_>], outs: &mut [DataMut<'_>], base: usize) {
+        self.run_in(&mut new_registers(), sources, outs, base);
+    }
+
+    /// [`Program::run`] on caller-held registers (a caller that runs the program on
+    /// many small blocks zeroes its 24 KiB of registers once, not per block).
+    pub fn run_in(
+        &self,
+        regs: &mut Registers,
+        sources: &[Source<'_>],
+        outs: &mut [DataMut<'_>],
+        base: usize,
+    ) {
         let len = outs.first().map_or(0, DataMut::len);
-        let mut regs = [0.0f32; MAX_REGS * TILE];
         let mut start = 0;
         while start < len {
             let n = TILE.min(len - start);
             for instr in &self.code {
-                self.step(instr, &mut regs, sources, outs, base, start, n);
+                self.step(instr, regs, sources, outs, base, start, n);
             }
             start += n;
         }
@@ -512,7 +552,7 @@ impl Program {
     fn step(
         &self,
         instr: &Instr,
-        regs: &mut [f32; MAX_REGS * TILE],
+        regs: &mut Registers,
         sources: &[Source<'_>],
         outs: &mut [DataMut<'_>],
         base: usize,

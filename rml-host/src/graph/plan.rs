@@ -124,6 +124,7 @@ pub fn plan(
         let program = match &step.kind {
             StepKind::Fused(p) => Some(p),
             StepKind::Linear { epilogue, .. } => epilogue.as_ref(),
+            StepKind::LayerNorm { epilogue, .. } => Some(epilogue),
             _ => None,
         };
         if let Some(p) = program {

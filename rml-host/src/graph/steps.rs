@@ -47,6 +47,22 @@ pub enum StepKind {
         /// they are computed (epilogue fusion: bias-add, activation, residual).
         epilogue: Option<Program>,
     },
+    /// An f32 `layer_norm` over the last axis alone (per-column or no affine
+    /// parameters) on rml-kernels' row kernel, with the fused program that reads its
+    /// output as an epilogue run on each small block of normalized rows while they
+    /// are in L1 (only formed with fusion on, when such a program follows).
+    LayerNorm {
+        /// The `[..., C]` input.
+        x: ValueId,
+        /// The per-column scale and shift, if any.
+        params: [Option<ValueId>; 2],
+        /// Added to the variance.
+        epsilon: f32,
+        /// The `[..., C]` output.
+        out: ValueId,
+        /// The program run on each block of output rows.
+        epilogue: Program,
+    },
     /// The output is the input's buffer under another shape.
     Alias {
         /// Source value.
@@ -154,7 +170,7 @@ pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bo
     }
     let steps = fold_attention_transposes(graph, consts, steps);
     if fuse {
-        attach_epilogues(graph, steps)
+        attach_epilogues(graph, consts, steps)
     } else {
         steps
     }
@@ -270,12 +286,39 @@ fn fold_attention_transposes(graph: &Graph, consts: &ConstTable, steps: Vec<Step
         .collect()
 }
 
-/// Moves a fused program into the linear step before it when it reads the linear's
-/// output at the same shape: the program then runs on each block of rows while they
-/// are in cache.
-fn attach_epilogues(graph: &Graph, steps: Vec<Step>) -> Vec<Step> {
+/// Moves a fused program into the linear or row-kernel `layer_norm` step before it
+/// when it reads that step's output at the same shape: the program then runs on
+/// each block of rows while they are in cache.
+fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec<Step> {
     let mut merged: Vec<Step> = Vec::with_capacity(steps.len());
     for step in steps {
+        if let (StepKind::Fused(p), Some(previous)) = (&step.kind, merged.last_mut())
+            && let StepKind::Node(node) = previous.kind
+            && let Some((x, params, epsilon)) = row_layer_norm(graph, consts, node)
+        {
+            let out = graph.nodes[node].outputs[0];
+            let shape = |v: ValueId| &graph.values[v].ty.shape;
+            let fits = p.operands.contains(&out)
+                && p.outputs.iter().all(|&o| shape(o) == shape(out))
+                && p.operands.len() + previous.reads.len() <= super::arena::MAX_IO
+                && p.outputs.len() < super::arena::MAX_IO;
+            if fits {
+                previous.label.push_str(" => ");
+                previous.label.push_str(&step.label);
+                previous
+                    .reads
+                    .extend(p.operands.iter().filter(|&&v| v != out));
+                previous.writes.extend(&p.outputs);
+                previous.kind = StepKind::LayerNorm {
+                    x,
+                    params,
+                    epsilon,
+                    out,
+                    epilogue: p.clone(),
+                };
+                continue;
+            }
+        }
         let previous = merged.last_mut();
         if let (
             StepKind::Fused(p),
@@ -309,6 +352,44 @@ fn attach_epilogues(graph: &Graph, steps: Vec<Step>) -> Vec<Step> {
         merged.push(step);
     }
     merged
+}
+
+/// The input, affine parameters and epsilon of node `node` when it is an f32
+/// `layer_norm` over its last axis alone whose last dim is fixed and whose
+/// parameters (if any) are f32 with that many elements: what the row kernel takes.
+fn row_layer_norm(
+    graph: &Graph,
+    consts: &ConstTable,
+    node: usize,
+) -> Option<(ValueId, [Option<ValueId>; 2], f32)> {
+    let n = &graph.nodes[node];
+    let Op::LayerNorm { axis, epsilon } = n.op else {
+        return None;
+    };
+    let x = n.inputs.first().copied().flatten()?;
+    let ty = &graph.values[x].ty;
+    let rank = ty.shape.len();
+    let last = rank.checked_sub(1)?;
+    let normalized = if axis < 0 {
+        rank.checked_sub(axis.unsigned_abs())?
+    } else {
+        axis.unsigned_abs()
+    };
+    let cols = ty.shape.last()?.fixed()?;
+    let per_column = |v: &ValueId| {
+        let t = &graph.values[*v].ty;
+        let numel = t.shape.iter().map(|d| d.fixed()).product::<Option<usize>>();
+        t.dtype == DType::F32 && numel == Some(cols)
+    };
+    let params = [1, 2].map(|i| n.inputs.get(i).copied().flatten());
+    let f32 = |v: ValueId| graph.values[v].ty.dtype == DType::F32;
+    let fits = normalized == last
+        && f32(x)
+        && n.outputs.len() == 1
+        && f32(n.outputs[0])
+        && consts.get(x).is_none()
+        && params.iter().flatten().all(per_column);
+    fits.then_some((x, params, epsilon))
 }
 
 /// Packed weights by constant and layout (`true`: stored `[M, K]`).

@@ -228,6 +228,8 @@ pub fn exec_all(
                 profile: false,
             };
             let mut e = Executor::new(graph.clone(), constants, options).unwrap();
+            // Split every step, however small, so the chunk boundaries are exercised.
+            e.set_min_chunk_ps(0);
             let got = e.run(inputs).unwrap().to_vec();
             match &base {
                 Some(b) => assert_eq!(&got, b, "fusion {fusion}, {threads} threads"),
