@@ -193,34 +193,16 @@ fn transpose_graph(c: &Case, seed: u64, bn: Option<f32>) -> TransposeFixture {
     let w_dims = [c.x[1], c.co / c.groups, c.k[0], c.k[1]];
     let wv = exec_support::values(w_dims.iter().product(), 80 + seed);
     let bv = exec_support::values(c.co, 90 + seed);
-    let mut constants = MemoryConstants::new();
-    constants.insert("w", &w_dims, Buffer::F32(wv.clone()));
-    let mut decls = vec![decl("w", json!(w_dims))];
-    let mut inputs = vec!["x", "w"];
-    if c.bias {
-        constants.insert("b", &[c.co], Buffer::F32(bv.clone()));
-        decls.push(decl("b", json!([c.co])));
-        inputs.push("b");
-    }
     let attrs = json!({"stride": c.stride, "padding": c.pad, "dilation": c.dilation,
                        "output_padding": c.out_pad, "groups": c.groups});
-    let mut nodes =
-        vec![json!({"op": "conv_transpose2d", "inputs": inputs, "outputs": ["y"], "attrs": attrs})];
-    let mut output = "y";
-    if let Some(epsilon) = bn {
-        let params = exec_support::bn_params(c.co, 51);
-        exec_support::push_bn_relu((&mut nodes, &mut decls, &mut constants), &params, epsilon);
-        output = "z";
-    }
-    let text = json!({
-        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
-        "inputs": [decl("x", json!(c.x))],
-        "constants": decls,
-        "nodes": nodes,
-        "outputs": [decl(output, json!(out))]
-    })
-    .to_string();
-    (load_graph(&text, &constants).unwrap(), constants, (wv, bv))
+    let params = exec_support::bn_params(c.co, 51);
+    let (g, constants) = exec_support::conv_chain(
+        ("conv_transpose2d", attrs),
+        (&c.x, &out),
+        (&w_dims, &wv, c.bias.then_some(&bv[..])),
+        bn.map(|epsilon| (&params, epsilon)),
+    );
+    (g, constants, (wv, bv))
 }
 
 #[test]

@@ -390,34 +390,15 @@ fn conv_graph(c: &ConvCase, seed: u64, bn: Option<f32>) -> ConvFixture {
     let w_dims = [c.co, cig, c.k[0], c.k[1]];
     let wv = exec_support::values(w_dims.iter().product(), 11 + seed);
     let bv = exec_support::values(c.co, 5);
-    let mut constants = MemoryConstants::new();
-    constants.insert("w", &w_dims, Buffer::F32(wv.clone()));
-    let mut decls = vec![decl("w", json!(w_dims))];
-    let mut inputs = vec!["x", "w"];
-    if c.bias {
-        constants.insert("b", &[c.co], Buffer::F32(bv.clone()));
-        decls.push(decl("b", json!([c.co])));
-        inputs.push("b");
-    }
     let attrs = json!({"stride": c.stride, "padding": c.pad, "dilation": c.dilation,
                        "groups": c.groups});
-    let mut nodes =
-        vec![json!({"op": "conv2d", "inputs": inputs, "outputs": ["y"], "attrs": attrs})];
-    let mut output = "y";
-    if let Some(epsilon) = bn {
-        let params = exec_support::bn_params(c.co, 41);
-        exec_support::push_bn_relu((&mut nodes, &mut decls, &mut constants), &params, epsilon);
-        output = "z";
-    }
-    let text = json!({
-        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
-        "inputs": [decl("x", json!(c.x))],
-        "constants": decls,
-        "nodes": nodes,
-        "outputs": [decl(output, json!(out))]
-    })
-    .to_string();
-    let g = load_graph(&text, &constants).unwrap();
+    let params = exec_support::bn_params(c.co, 41);
+    let (g, constants) = exec_support::conv_chain(
+        ("conv2d", attrs),
+        (&c.x, &out),
+        (&w_dims, &wv, c.bias.then_some(&bv[..])),
+        bn.map(|epsilon| (&params, epsilon)),
+    );
     (g, constants, (wv, bv, out))
 }
 

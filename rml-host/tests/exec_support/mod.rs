@@ -292,9 +292,12 @@ pub fn unrolled_rnn(k: usize, h: usize, steps: usize) -> Value {
     })
 }
 
+/// Named batch-norm parameters: mean, variance, scale, shift.
+pub type BnParams = [(&'static str, Vec<f32>); 4];
+
 /// Batch-norm parameters for `c` channels from `seed`: mean, variance (positive),
 /// scale, shift.
-pub fn bn_params(c: usize, seed: u64) -> [(&'static str, Vec<f32>); 4] {
+pub fn bn_params(c: usize, seed: u64) -> BnParams {
     let var = values(c, seed + 1).iter().map(|v| v + 1.5).collect();
     [
         ("mean", values(c, seed)),
@@ -307,22 +310,47 @@ pub fn bn_params(c: usize, seed: u64) -> [(&'static str, Vec<f32>); 4] {
     ]
 }
 
-/// Appends `batch_norm(y, params, ε) → relu` (output `z`) to a graph's nodes, with
-/// the parameters' declarations and data.
-pub fn push_bn_relu(
-    (nodes, decls, constants): (&mut Vec<Value>, &mut Vec<Value>, &mut MemoryConstants),
-    params: &[(&'static str, Vec<f32>); 4],
-    epsilon: f32,
-) {
-    for (name, v) in params {
-        constants.insert(name, &[v.len()], Buffer::F32(v.clone()));
-        decls.push(decl(name, json!([v.len()])));
+/// Loads a graph of one convolution node `op` (`attrs`) on `x [x_dims]` with weight
+/// `w [w_dims]` and an optional bias, output dims `out`; with `bn = Some((params,
+/// ε))` followed by `batch_norm(params, ε) → relu`. Returns it with its constants.
+pub fn conv_chain(
+    (op, attrs): (&str, Value),
+    (x_dims, out): (&[usize], &[usize]),
+    (w_dims, w, bias): (&[usize], &[f32], Option<&[f32]>),
+    bn: Option<(&BnParams, f32)>,
+) -> (Graph, MemoryConstants) {
+    let mut constants = MemoryConstants::new();
+    constants.insert("w", w_dims, Buffer::F32(w.to_vec()));
+    let mut decls = vec![decl("w", json!(w_dims))];
+    let mut inputs = vec!["x", "w"];
+    if let Some(b) = bias {
+        constants.insert("b", &[b.len()], Buffer::F32(b.to_vec()));
+        decls.push(decl("b", json!([b.len()])));
+        inputs.push("b");
     }
-    nodes.push(
-        json!({"op": "batch_norm", "inputs": ["y", "mean", "var", "gamma", "beta"],
-                      "outputs": ["n"], "attrs": {"epsilon": epsilon}}),
-    );
-    nodes.push(json!({"op": "relu", "inputs": ["n"], "outputs": ["z"]}));
+    let mut nodes = vec![json!({"op": op, "inputs": inputs, "outputs": ["y"], "attrs": attrs})];
+    let mut output = "y";
+    if let Some((params, epsilon)) = bn {
+        for (name, v) in params {
+            constants.insert(name, &[v.len()], Buffer::F32(v.clone()));
+            decls.push(decl(name, json!([v.len()])));
+        }
+        nodes.push(
+            json!({"op": "batch_norm", "inputs": ["y", "mean", "var", "gamma", "beta"],
+                          "outputs": ["n"], "attrs": {"epsilon": epsilon}}),
+        );
+        nodes.push(json!({"op": "relu", "inputs": ["n"], "outputs": ["z"]}));
+        output = "z";
+    }
+    let text = json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(x_dims))],
+        "constants": decls,
+        "nodes": nodes,
+        "outputs": [decl(output, json!(out))]
+    })
+    .to_string();
+    (load_graph(&text, &constants).unwrap(), constants)
 }
 
 /// Runs a convolution → `batch_norm(params, ε)` → relu graph with fusion on and off
@@ -336,7 +364,7 @@ pub fn push_bn_relu(
 pub fn assert_bn_folded(
     (graph, constants, x): (&Graph, &MemoryConstants, &DenseTensor),
     direct: &[(f64, f64)],
-    (params, epsilon): (&[(&'static str, Vec<f32>); 4], f32),
+    (params, epsilon): (&BnParams, f32),
     [plane, terms]: [usize; 2],
 ) {
     let u = f64::from(f32::EPSILON) / 2.0;
