@@ -159,31 +159,7 @@ fn conv_transpose2d_gemm_matches_a_direct_transposed_convolution_within_a_k_boun
         ),
     ];
     for (ci, c) in cases.iter().enumerate() {
-        let out = c.out();
-        let w_dims = [c.x[1], c.co / c.groups, c.k[0], c.k[1]];
-        let wv = exec_support::values(w_dims.iter().product(), 80 + ci as u64);
-        let bv = exec_support::values(c.co, 90 + ci as u64);
-        let mut constants = MemoryConstants::new();
-        constants.insert("w", &w_dims, Buffer::F32(wv.clone()));
-        let mut decls = vec![decl("w", json!(w_dims))];
-        let mut inputs = vec!["x", "w"];
-        if c.bias {
-            constants.insert("b", &[c.co], Buffer::F32(bv.clone()));
-            decls.push(decl("b", json!([c.co])));
-            inputs.push("b");
-        }
-        let attrs = json!({"stride": c.stride, "padding": c.pad, "dilation": c.dilation,
-                           "output_padding": c.out_pad, "groups": c.groups});
-        let text = json!({
-            "format": "rml-graph", "version": 1, "weights": "w.safetensors",
-            "inputs": [decl("x", json!(c.x))],
-            "constants": decls,
-            "nodes": [{"op": "conv_transpose2d", "inputs": inputs, "outputs": ["y"],
-                       "attrs": attrs}],
-            "outputs": [decl("y", json!(out))]
-        })
-        .to_string();
-        let g = load_graph(&text, &constants).unwrap();
+        let (g, constants, (wv, bv)) = transpose_graph(c, ci as u64, None);
         let x = exec_support::tensor(&c.x, 100 + ci as u64);
         let want = c.direct(&f32s(&x.data), &wv, &bv);
         let got = &exec_all(&g, &constants, &[x])[0];
@@ -199,6 +175,77 @@ fn conv_transpose2d_gemm_matches_a_direct_transposed_convolution_within_a_k_boun
                 "case {ci} element {i}: {g} vs {v} (bound {tol})"
             );
         }
+    }
+}
+
+/// A transposed-convolution graph, its constants, and its weight and bias.
+type TransposeFixture = (
+    rml_host::graph::Graph,
+    MemoryConstants,
+    (Vec<f32>, Vec<f32>),
+);
+
+/// A single-node `conv_transpose2d` graph for `c` (input `x`, weights from `seed`),
+/// or with `bn = Some(ε)` a `conv_transpose2d → batch_norm → relu` chain; the
+/// constants, and the weight and bias values.
+fn transpose_graph(c: &Case, seed: u64, bn: Option<f32>) -> TransposeFixture {
+    let out = c.out();
+    let w_dims = [c.x[1], c.co / c.groups, c.k[0], c.k[1]];
+    let wv = exec_support::values(w_dims.iter().product(), 80 + seed);
+    let bv = exec_support::values(c.co, 90 + seed);
+    let attrs = json!({"stride": c.stride, "padding": c.pad, "dilation": c.dilation,
+                       "output_padding": c.out_pad, "groups": c.groups});
+    let params = exec_support::bn_params(c.co, 51);
+    let (g, constants) = exec_support::conv_chain(
+        ("conv_transpose2d", attrs),
+        (&c.x, &out),
+        (&w_dims, &wv, c.bias.then_some(&bv[..])),
+        bn.map(|epsilon| (&params, epsilon)),
+    );
+    (g, constants, (wv, bv))
+}
+
+#[test]
+fn batch_norm_folded_into_conv_transpose2d_matches_a_direct_transposed_convolution() {
+    // Groups (the folded scale follows each group's output channels), and DCGAN's
+    // kernel 4 / stride 2 without a bias.
+    let cases = [
+        Case {
+            x: [1, 6, 5, 6],
+            co: 4,
+            k: [3, 3],
+            stride: [1, 2],
+            pad: [[1, 2], [2, 1]],
+            out_pad: [1, 0],
+            dilation: [2, 2],
+            groups: 2,
+            bias: true,
+        },
+        Case {
+            x: [2, 12, 4, 3],
+            co: 5,
+            k: [4, 4],
+            stride: [2, 2],
+            pad: [[1, 1], [1, 1]],
+            out_pad: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+            bias: false,
+        },
+    ];
+    let epsilon = 1e-5;
+    for (ci, c) in cases.iter().enumerate() {
+        let (g, constants, (wv, bv)) = transpose_graph(c, 10 + ci as u64, Some(epsilon));
+        let x = exec_support::tensor(&c.x, 110 + ci as u64);
+        let direct = c.direct(&f32s(&x.data), &wv, &bv);
+        let [_, _, oh, ow] = c.out();
+        let terms = c.x[1] / c.groups * c.k[0] * c.k[1] + 1;
+        exec_support::assert_bn_folded(
+            (&g, &constants, &x),
+            &direct,
+            (&exec_support::bn_params(c.co, 51), epsilon),
+            [oh * ow, terms],
+        );
     }
 }
 

@@ -389,42 +389,32 @@ fn conv2d_gemm_matches_a_direct_convolution_within_a_k_bound() {
             1,
             true,
         ),
+        // K = 576 over 29-wide rows: several bands of output rows, the last partial.
+        case(
+            [1, 64, 23, 29],
+            10,
+            [3, 3],
+            [1, 1],
+            [[1, 1], [1, 1]],
+            [1, 1],
+            1,
+            true,
+        ),
+        // stride 2 with bands, two images.
+        case(
+            [2, 96, 40, 20],
+            5,
+            [3, 3],
+            [2, 2],
+            [[1, 1], [1, 1]],
+            [1, 1],
+            1,
+            false,
+        ),
     ];
     for (ci, c) in cases.iter().enumerate() {
-        let [n, chans, h, w] = c.x;
-        let cig = chans / c.groups;
-        let windows = |size: usize, pad: [usize; 2], k: usize, d: usize, s: usize| {
-            (size + pad[0] + pad[1] - (d * (k - 1) + 1)) / s + 1
-        };
-        let out = [
-            n,
-            c.co,
-            windows(h, c.pad[0], c.k[0], c.dilation[0], c.stride[0]),
-            windows(w, c.pad[1], c.k[1], c.dilation[1], c.stride[1]),
-        ];
-        let w_dims = [c.co, cig, c.k[0], c.k[1]];
-        let wv = exec_support::values(w_dims.iter().product(), 11 + ci as u64);
-        let bv = exec_support::values(c.co, 5);
-        let mut constants = MemoryConstants::new();
-        constants.insert("w", &w_dims, Buffer::F32(wv.clone()));
-        let mut decls = vec![decl("w", json!(w_dims))];
-        let mut inputs = vec!["x", "w"];
-        if c.bias {
-            constants.insert("b", &[c.co], Buffer::F32(bv.clone()));
-            decls.push(decl("b", json!([c.co])));
-            inputs.push("b");
-        }
-        let attrs = json!({"stride": c.stride, "padding": c.pad, "dilation": c.dilation,
-                           "groups": c.groups});
-        let text = json!({
-            "format": "rml-graph", "version": 1, "weights": "w.safetensors",
-            "inputs": [decl("x", json!(c.x))],
-            "constants": decls,
-            "nodes": [{"op": "conv2d", "inputs": inputs, "outputs": ["y"], "attrs": attrs}],
-            "outputs": [decl("y", json!(out))]
-        })
-        .to_string();
-        let g = load_graph(&text, &constants).unwrap();
+        let cig = c.x[1] / c.groups;
+        let (g, constants, (wv, bv, out)) = conv_graph(c, ci as u64, None);
         let x = exec_support::tensor(&c.x, 3 + ci as u64);
         let want = direct_conv(c, &f32s(&x.data), &wv, &bv, out);
         let got = &exec_all(&g, &constants, &[x])[0];
@@ -439,6 +429,88 @@ fn conv2d_gemm_matches_a_direct_convolution_within_a_k_bound() {
                 "case {ci} element {i}: {g} vs {v} (bound {tol})"
             );
         }
+    }
+}
+
+/// A convolution graph, its constants, and its weight, bias and output dims.
+type ConvFixture = (
+    rml_host::graph::Graph,
+    MemoryConstants,
+    (Vec<f32>, Vec<f32>, [usize; 4]),
+);
+
+/// A single-node `conv2d` graph for `c` (input `x`, weights from `seed`), or with
+/// `bn = Some(ε)` a `conv2d → batch_norm → relu` chain; the constants, and the
+/// weight, bias and output dims.
+fn conv_graph(c: &ConvCase, seed: u64, bn: Option<f32>) -> ConvFixture {
+    let [n, chans, h, w] = c.x;
+    let cig = chans / c.groups;
+    let windows = |size: usize, pad: [usize; 2], k: usize, d: usize, s: usize| {
+        (size + pad[0] + pad[1] - (d * (k - 1) + 1)) / s + 1
+    };
+    let out = [
+        n,
+        c.co,
+        windows(h, c.pad[0], c.k[0], c.dilation[0], c.stride[0]),
+        windows(w, c.pad[1], c.k[1], c.dilation[1], c.stride[1]),
+    ];
+    let w_dims = [c.co, cig, c.k[0], c.k[1]];
+    let wv = exec_support::values(w_dims.iter().product(), 11 + seed);
+    let bv = exec_support::values(c.co, 5);
+    let attrs = json!({"stride": c.stride, "padding": c.pad, "dilation": c.dilation,
+                       "groups": c.groups});
+    let params = exec_support::bn_params(c.co, 41);
+    let (g, constants) = exec_support::conv_chain(
+        ("conv2d", attrs),
+        (&c.x, &out),
+        (&w_dims, &wv, c.bias.then_some(&bv[..])),
+        bn.map(|epsilon| (&params, epsilon)),
+    );
+    (g, constants, (wv, bv, out))
+}
+
+#[test]
+fn batch_norm_folded_into_conv2d_matches_a_direct_convolution() {
+    // (case, ε): groups with asymmetric padding; bands of rows with no conv bias.
+    let cases = [
+        (
+            ConvCase {
+                x: [2, 6, 9, 11],
+                co: 4,
+                k: [3, 3],
+                stride: [1, 2],
+                pad: [[1, 1], [0, 1]],
+                dilation: [1, 1],
+                groups: 2,
+                bias: true,
+            },
+            1e-3,
+        ),
+        (
+            ConvCase {
+                x: [1, 64, 23, 29],
+                co: 7,
+                k: [3, 3],
+                stride: [1, 1],
+                pad: [[1, 1], [1, 1]],
+                dilation: [1, 1],
+                groups: 1,
+                bias: false,
+            },
+            1e-5,
+        ),
+    ];
+    for (ci, (c, epsilon)) in cases.iter().enumerate() {
+        let (g, constants, (wv, bv, out)) = conv_graph(c, ci as u64, Some(*epsilon));
+        let x = exec_support::tensor(&c.x, 60 + ci as u64);
+        let direct = direct_conv(c, &f32s(&x.data), &wv, &bv, out);
+        let terms = c.x[1] / c.groups * c.k[0] * c.k[1] + 1;
+        exec_support::assert_bn_folded(
+            (&g, &constants, &x),
+            &direct,
+            (&exec_support::bn_params(c.co, 41), *epsilon),
+            [out[2] * out[3], terms],
+        );
     }
 }
 

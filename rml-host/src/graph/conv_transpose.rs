@@ -12,7 +12,7 @@ use rml_core::Shape;
 use rml_core::ops::conv::{ConvTranspose2dParams, conv_transpose2d_output_shape};
 use rml_kernels::gemm::{self, MatMut, MatRef};
 
-use super::conv::{with_buffer, with_scratch};
+use super::conv::{ConvIo, ConvKind, with_buffer, with_scratch};
 use super::par::{Parallel, for_row_blocks};
 
 thread_local! {
@@ -20,58 +20,46 @@ thread_local! {
     static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// One transposed convolution's operands: `x` `[N, C_in, H, W]`, `w`
-/// `[C_in, C_out/g, kh, kw]`, optional `bias` `[C_out]`, and the output dims
-/// `[N, C_out, H_out, W_out]`, all row-major.
-pub struct ConvTranspose2d<'a> {
-    /// Input data and dims.
-    pub x: (&'a [f32], [usize; 4]),
-    /// Weight data and dims.
-    pub w: (&'a [f32], [usize; 4]),
-    /// Bias, one per output channel.
-    pub bias: Option<&'a [f32]>,
-    /// Output dims (the data is passed to [`ConvTranspose2d::run`]).
-    pub out: [usize; 4],
-}
-
-impl ConvTranspose2d<'_> {
-    /// `true` when the output dims are rml-core's for these operands and `p` (so
-    /// every parameter is valid) and the lengths match, so [`ConvTranspose2d::run`]
-    /// may index without further checks.
-    pub fn fits(&self, p: &ConvTranspose2dParams, out_len: usize) -> bool {
+impl ConvKind for ConvTranspose2dParams {
+    /// The output dims are rml-core's for these operands and parameters (so every
+    /// parameter is valid).
+    fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool {
+        let p = self;
         let shape = |d: [usize; 4]| Shape::new(&d).ok();
-        let (Some(xs), Some(ws), Some(os)) = (shape(self.x.1), shape(self.w.1), shape(self.out))
-        else {
+        let (Some(xs), Some(ws), Some(os)) = (shape(io.x.1), shape(io.w.1), shape(io.out)) else {
             return false;
         };
-        let [_, cog, _, _] = self.w.1;
+        let [_, cog, _, _] = io.w.1;
         conv_transpose2d_output_shape(&xs, &ws, p).ok() == Some(os)
-            && self.x.0.len() == xs.numel()
-            && self.w.0.len() == ws.numel()
-            && self.bias.is_none_or(|b| b.len() == cog * p.groups)
+            && io.x.0.len() == xs.numel()
+            && io.w.0.len() == ws.numel()
+            && io.bias.is_none_or(|b| b.len() == cog * p.groups)
             && out_len == os.numel()
     }
 
-    /// Writes the transposed convolution into `out` (checked by
-    /// [`ConvTranspose2d::fits`]), each group's output channels split into `chunks`
-    /// pieces run by `parallel`.
-    pub fn run(
-        &self,
-        p: &ConvTranspose2dParams,
-        out: &mut [f32],
-        chunks: usize,
-        parallel: Parallel<'_>,
-    ) {
-        let ([n, c, h, w], [_, cog, kh, kw], [_, co, oh, ow]) = (self.x.1, self.w.1, self.out);
+    fn split(&self, io: &ConvIo<'_>) -> (usize, usize, usize) {
+        let work = io.out.iter().product::<usize>();
+        let [_, cog, kh, kw] = io.w.1;
+        (
+            cog,
+            kh * kw,
+            work.saturating_mul(io.x.1[1] / self.groups.max(1)),
+        )
+    }
+
+    /// Each group's output channels are split into `chunks` pieces.
+    fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
+        let p = self;
+        let ([n, c, h, w], [_, cog, kh, kw], [_, co, oh, ow]) = (io.x.1, io.w.1, io.out);
         let cig = c / p.groups;
         let (plane, taps) = (oh * ow, kh * kw);
         for (b, image_out) in out.chunks_mut(co * plane).enumerate().take(n) {
             for (gi, group_out) in image_out.chunks_mut(cog * plane).enumerate() {
                 let group = Group {
                     p,
-                    x: &self.x.0[(b * c + gi * cig) * h * w..][..cig * h * w],
-                    w: &self.w.0[gi * cig * cog * taps..][..cig * cog * taps],
-                    bias: self.bias.map(|bias| &bias[gi * cog..][..cog]),
+                    x: &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w],
+                    w: &io.w.0[gi * cig * cog * taps..][..cig * cog * taps],
+                    bias: io.bias.map(|bias| &bias[gi * cog..][..cog]),
                     dims: [cig, cog, h, w, kh, kw, oh, ow],
                 };
                 let dims = [cog, plane];
@@ -108,7 +96,7 @@ impl Group<'_> {
                 let c = MatMut::row_major(cols, rows, pixels)?;
                 gemm::gemm(1.0, a, b, 0.0, c, scratch)
             });
-            debug_assert!(done.is_ok(), "dims are checked by ConvTranspose2d::fits");
+            debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
             for (local, plane) in out.chunks_exact_mut(oh * ow).enumerate() {
                 plane.fill(self.bias.map_or(0.0, |b| b[range.start + local]));
                 let channel_cols = &cols[local * taps * pixels..][..taps * pixels];

@@ -17,7 +17,6 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rml_core::ops::conv::{Conv2dParams, ConvTranspose2dParams};
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
@@ -26,9 +25,9 @@ use super::batch_norm::{ChannelParams, batch_norm};
 use super::batched_matmul::matmul;
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
-use super::conv::Conv2d;
-use super::conv_transpose::ConvTranspose2d;
+use super::conv::{ConvIo, ConvKind};
 use super::error::{GraphError, Site};
+use super::fold_bn::fold_batch_norms;
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source, new_registers};
 use super::group_norm::group_norm;
 use super::hoist::hoist_shared_linears;
@@ -97,9 +96,10 @@ impl Executor {
         weights: &dyn ConstantValues,
         options: Options,
     ) -> Result<Executor, GraphError> {
-        let graph = hoist_shared_linears(graph);
-        let (consts, remaining) = fold_constants(&graph, weights)?;
+        let mut graph = hoist_shared_linears(graph);
+        let (mut consts, remaining) = fold_constants(&graph, weights)?;
         let live = eliminate_dead(&graph, &remaining);
+        fold_batch_norms(&mut graph, &mut consts, &live);
         let steps = build_steps(&graph, &consts, &live, options.fusion);
         let threads = options.threads.clamp(1, MAX_CHUNKS);
         let pool = if threads == 1 {
@@ -630,13 +630,13 @@ impl Ctx<'_> {
         let [o, ..] = io.outs;
         let shape = self.plan.shapes[out];
         let words = &mut bytemuck::cast_slice_mut::<u64, f32>(o)[..shape.numel()];
-        if let Op::Conv2d(p) = &node.op
-            && self.conv2d(p, &views, words, shape)
-        {
-            return Some(Ok(()));
-        }
-        if let Op::ConvTranspose2d(p) = &node.op
-            && self.conv_transpose2d(p, &views, words, shape)
+        let conv: Option<&dyn ConvKind> = match &node.op {
+            Op::Conv2d(p) => Some(p),
+            Op::ConvTranspose2d(p) => Some(p),
+            _ => None,
+        };
+        if let Some(p) = conv
+            && self.conv(p, &views, words, shape)
         {
             return Some(Ok(()));
         }
@@ -738,12 +738,13 @@ impl Ctx<'_> {
         }))
     }
 
-    /// Runs an f32 `conv2d` as im2col + GEMM ([`Conv2d`]) into `out`; `false` (nothing
-    /// written) when the operands are not plain 4-D tensors that fit `p`, leaving
-    /// the node to rml-core, which reports what is wrong.
-    fn conv2d(
+    /// Runs an f32 `conv2d` (im2col + GEMM, `graph/conv.rs`) or `conv_transpose2d`
+    /// (GEMM + col2im, `graph/conv_transpose.rs`) into `out`; `false` (nothing
+    /// written) when the operands are not plain 4-D tensors that fit `p`, leaving the
+    /// node to rml-core, which reports what is wrong.
+    fn conv(
         &self,
-        p: &Conv2dParams,
+        p: &dyn ConvKind,
         views: &[Option<TensorView<'_, f32>>],
         out: &mut [f32],
         shape: Shape,
@@ -752,20 +753,18 @@ impl Ctx<'_> {
         else {
             return false;
         };
-        let conv = Conv2d {
+        let io = ConvIo {
             x,
             w,
             bias,
             out: out_dims,
         };
-        if !conv.fits(p, out.len()) {
+        if !p.fits(&io, out.len()) {
             return false;
         }
-        let [_, co, _, _] = out_dims;
-        let work = out.len().saturating_mul(w.0.len() / co.max(1));
-        let cog = co / p.groups.max(1);
-        let chunks = gemm_chunks(self.chunks(cog, Cost::Fma(work)), cog, 1);
-        conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
+        let (units, rows_per_unit, work) = p.split(&io);
+        let chunks = gemm_chunks(self.chunks(units, Cost::Fma(work)), units, rows_per_unit);
+        p.run(&io, out, chunks, &|n, f| self.parallel(n, f));
         true
     }
 
@@ -872,36 +871,6 @@ impl Ctx<'_> {
         let chunks = self.chunks(layout.units(), Cost::Fma(layout.work()));
         attention.run(&layout, words, chunks, &|n, f| self.parallel(n, f));
         Some(())
-    }
-
-    /// Runs an f32 `conv_transpose2d` as GEMM + col2im ([`ConvTranspose2d`]) into
-    /// `out`; `false` (nothing written) when the operands do not fit `p`, leaving
-    /// the node to rml-core, which reports what is wrong.
-    fn conv_transpose2d(
-        &self,
-        p: &ConvTranspose2dParams,
-        views: &[Option<TensorView<'_, f32>>],
-        out: &mut [f32],
-        shape: Shape,
-    ) -> bool {
-        let (Some((x, w, bias)), Ok(out_dims)) = (conv_operands(views), shape.dims().try_into())
-        else {
-            return false;
-        };
-        let conv = ConvTranspose2d {
-            x,
-            w,
-            bias,
-            out: out_dims,
-        };
-        if !conv.fits(p, out.len()) {
-            return false;
-        }
-        let [_, cog, kh, kw] = w.1;
-        let work = out.len().saturating_mul(x.1[1] / p.groups.max(1));
-        let chunks = gemm_chunks(self.chunks(cog, Cost::Fma(work)), cog, kh * kw);
-        conv.run(p, out, chunks, &|n, f| self.parallel(n, f));
-        true
     }
 
     /// Runs a `reduce_*` over one contiguous run of axes or a global pooling on

@@ -37,6 +37,15 @@ pub fn max_pool2d(
                 let Some(src) = iy.filter(|&iy| iy < h).map(|iy| &plane[iy * w..][..w]) else {
                     continue;
                 };
+                // A 2-wide, stride-2 window inside the row (the common 2×2 pool):
+                // both taps of an output from one pass over column pairs, in the
+                // same order.
+                if (p.kernel[1], p.stride[1], p.dilation[1], left) == (2, 2, 1, 0) && 2 * ow <= w {
+                    for (v, pair) in row.iter_mut().zip(src.chunks_exact(2)) {
+                        *v = larger_or_nan(larger_or_nan(*v, pair[0]), pair[1]);
+                    }
+                    continue;
+                }
                 for kx in 0..p.kernel[1] {
                     let shift = kx * p.dilation[1];
                     let (lo, hi) = columns_inside(left, shift, p.stride[1], [w, ow]);
@@ -47,17 +56,23 @@ pub fn max_pool2d(
                         .iter()
                         .step_by(p.stride[1]);
                     for (v, &value) in row[lo..hi].iter_mut().zip(taps) {
-                        let current = *v;
-                        let larger = if value > current { value } else { current };
-                        *v = if value.is_nan() | current.is_nan() {
-                            f32::NAN
-                        } else {
-                            larger
-                        };
+                        *v = larger_or_nan(*v, value);
                     }
                 }
             }
         }
     }
     true
+}
+
+/// The running maximum after tap `value`: NaN once either is NaN, else `value` only
+/// when strictly larger (the first largest stays) — as selects, not data branches.
+#[inline(always)]
+fn larger_or_nan(current: f32, value: f32) -> f32 {
+    let larger = if value > current { value } else { current };
+    if value.is_nan() | current.is_nan() {
+        f32::NAN
+    } else {
+        larger
+    }
 }

@@ -52,6 +52,7 @@ mod batched_matmul;
 mod conv;
 mod conv_transpose;
 pub mod exec;
+pub mod fold_bn;
 pub mod fuse;
 mod group_norm;
 mod hoist;

@@ -293,3 +293,107 @@ pub fn unrolled_rnn(k: usize, h: usize, steps: usize) -> Value {
         "outputs": [decl("lo", json!(["N", h / 2, steps])), decl("hi", json!(["N", h - h / 2, steps]))]
     })
 }
+
+/// Named batch-norm parameters: mean, variance, scale, shift.
+pub type BnParams = [(&'static str, Vec<f32>); 4];
+
+/// Batch-norm parameters for `c` channels from `seed`: mean, variance (positive),
+/// scale, shift.
+pub fn bn_params(c: usize, seed: u64) -> BnParams {
+    let var = values(c, seed + 1).iter().map(|v| v + 1.5).collect();
+    [
+        ("mean", values(c, seed)),
+        ("var", var),
+        (
+            "gamma",
+            values(c, seed + 2).iter().map(|v| 2.0 * v).collect(),
+        ),
+        ("beta", values(c, seed + 3)),
+    ]
+}
+
+/// Loads a graph of one convolution node `op` (`attrs`) on `x [x_dims]` with weight
+/// `w [w_dims]` and an optional bias, output dims `out`; with `bn = Some((params,
+/// ε))` followed by `batch_norm(params, ε) → relu`. Returns it with its constants.
+pub fn conv_chain(
+    (op, attrs): (&str, Value),
+    (x_dims, out): (&[usize], &[usize]),
+    (w_dims, w, bias): (&[usize], &[f32], Option<&[f32]>),
+    bn: Option<(&BnParams, f32)>,
+) -> (Graph, MemoryConstants) {
+    let mut constants = MemoryConstants::new();
+    constants.insert("w", w_dims, Buffer::F32(w.to_vec()));
+    let mut decls = vec![decl("w", json!(w_dims))];
+    let mut inputs = vec!["x", "w"];
+    if let Some(b) = bias {
+        constants.insert("b", &[b.len()], Buffer::F32(b.to_vec()));
+        decls.push(decl("b", json!([b.len()])));
+        inputs.push("b");
+    }
+    let mut nodes = vec![json!({"op": op, "inputs": inputs, "outputs": ["y"], "attrs": attrs})];
+    let mut output = "y";
+    if let Some((params, epsilon)) = bn {
+        for (name, v) in params {
+            constants.insert(name, &[v.len()], Buffer::F32(v.clone()));
+            decls.push(decl(name, json!([v.len()])));
+        }
+        nodes.push(
+            json!({"op": "batch_norm", "inputs": ["y", "mean", "var", "gamma", "beta"],
+                          "outputs": ["n"], "attrs": {"epsilon": epsilon}}),
+        );
+        nodes.push(json!({"op": "relu", "inputs": ["n"], "outputs": ["z"]}));
+        output = "z";
+    }
+    let text = json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(x_dims))],
+        "constants": decls,
+        "nodes": nodes,
+        "outputs": [decl(output, json!(out))]
+    })
+    .to_string();
+    (load_graph(&text, &constants).unwrap(), constants)
+}
+
+/// Runs a convolution → `batch_norm(params, ε)` → relu graph with fusion on and off
+/// (the batch norm folded into the convolution either way), 1 thread, checks that
+/// no batch-norm step is left, and checks each
+/// output against `relu((v − mean)·s + β)`, `s = γ/√(var + ε)`, where `(v, m)` in
+/// `direct` are the exact convolution and its `Σ|x·w| + |b|`: within the GEMM's
+/// bound for `terms` rounded operations scaled by `s`, plus the folded weight's,
+/// bias's (or the batch norm's) and the result's roundings. `plane` is the output
+/// plane size.
+pub fn assert_bn_folded(
+    (graph, constants, x): (&Graph, &MemoryConstants, &DenseTensor),
+    direct: &[(f64, f64)],
+    (params, epsilon): (&BnParams, f32),
+    [plane, terms]: [usize; 2],
+) {
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let gamma_k = terms as f64 * u / (1.0 - terms as f64 * u);
+    let [mean, var, gamma, beta] = params.each_ref().map(|(_, v)| v);
+    for fusion in [true, false] {
+        let options = Options {
+            threads: 1,
+            fusion,
+            profile: false,
+        };
+        let mut e = Executor::new(graph.clone(), constants, options).unwrap();
+        let folded = !e.steps().iter().any(|s| s.label.contains("batch_norm"));
+        assert!(folded, "the batch norm is folded (fusion {fusion})");
+        let got = f32s(&e.run(std::slice::from_ref(x)).unwrap()[0].data);
+        assert_eq!(got.len(), direct.len());
+        for (i, (&g, &(v, mag))) in got.iter().zip(direct).enumerate() {
+            let o = i / plane % mean.len();
+            let s = f64::from(gamma[o]) / (f64::from(var[o]) + f64::from(epsilon)).sqrt();
+            let shift = f64::from(beta[o]) - f64::from(mean[o]) * s;
+            let want = (v * s + shift).max(0.0);
+            let tol = (gamma_k + 3.0 * u) * (s.abs() * mag + shift.abs())
+                + f64::from(f32::EPSILON) * want.abs();
+            assert!(
+                (f64::from(g) - want).abs() <= tol,
+                "fusion {fusion} element {i}: {g} vs {want} (bound {tol})"
+            );
+        }
+    }
+}
