@@ -156,13 +156,12 @@ impl ThreadPool {
         self.min_parallel_cost
     }
 
-    /// Calls `f(i)` for `i` in `0..tasks` (at most [`ThreadPool::threads`]) on the
-    /// pool's [`Team`] (the calling thread and the workers claim indices in turn),
-    /// and returns when all are done; serially on the caller for one thread, one task, or when
-    /// the team is busy or cannot start. Allocates nothing after the first call.
+    /// Calls `f(i)` for `i` in `0..tasks` on the pool's [`Team`] (the calling thread
+    /// and the workers claim indices in turn), and returns when all are done;
+    /// serially on the caller for one thread, one task, or when the team is busy or
+    /// cannot start. Allocates nothing after the first call.
     pub fn run_team(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
-        let tasks = tasks.min(self.threads);
-        if tasks <= 1 {
+        if tasks <= 1 || self.threads <= 1 {
             (0..tasks).for_each(f);
             return;
         }

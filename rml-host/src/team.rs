@@ -115,15 +115,14 @@ impl Team {
         self.workers.len() + 1
     }
 
-    /// Calls `f(i)` for `i` in `0..tasks` (`tasks` at most [`Team::threads`]; more
-    /// are clamped) and returns when all calls have returned. Each thread, the
+    /// Calls `f(i)` for `i` in `0..tasks` (any number: with more tasks than threads
+    /// each thread claims several) and returns when all calls have returned. Each thread, the
     /// caller included, claims the next unclaimed index until none is left, so a
     /// worker that is not running (a busy machine) leaves its share to the others.
     /// When the team is already running (a call from another thread or from inside
     /// `f`), the calls run one after another on the calling thread. A panic in any
     /// call is resumed here once all calls are done.
     pub fn run(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
-        let tasks = tasks.min(self.threads());
         let guard = match self.running.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
@@ -152,7 +151,7 @@ impl Team {
         };
         *lock(&s.job) = Some(job.clone());
         s.claims.store(u64::from(epoch) << 32, Ordering::Release);
-        for w in &self.workers[..tasks - 1] {
+        for w in &self.workers[..tasks.min(self.threads()) - 1] {
             w.thread().unpark();
         }
         let mine = work(s, &job, f);
@@ -306,10 +305,14 @@ mod tests {
         });
         assert_eq!(sum.load(Ordering::Relaxed), 3 + 2 * 30);
         let sum = AtomicUsize::new(0);
+        let runs = AtomicUsize::new(0);
         team.run(9, &|i| {
             sum.fetch_add(i, Ordering::Relaxed);
+            runs.fetch_add(1, Ordering::Relaxed);
         });
-        assert_eq!(sum.load(Ordering::Relaxed), 6, "clamped to 4 tasks");
+        // More tasks than threads: every index runs exactly once.
+        assert_eq!(sum.load(Ordering::Relaxed), 36);
+        assert_eq!(runs.load(Ordering::Relaxed), 9);
     }
 
     #[test]

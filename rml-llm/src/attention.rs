@@ -2,12 +2,13 @@
 //! (prefill) or one (decode): grouped-query heads, optional sliding window, optional
 //! score soft-capping.
 
-use rml_core::ops::softmax::softmax;
-use rml_core::{Shape, TensorView, TensorViewMut};
+use rml_kernels::gemm::{Epilogue, MatMut, MatRef, Weight, gemv_kn, gemv_nk};
+use rml_kernels::softmax::softmax_rows_inplace;
 
 use crate::error::{Error, Result};
 use crate::kv_cache::KvElement;
 use crate::ops::softcap;
+use crate::prefill_attention::segments;
 
 /// One layer's cached keys and values: `slots` rows each, position `p` in row
 /// `p % slots`.
@@ -51,7 +52,7 @@ impl AttentionSpec {
     /// `start..start + rows`) over the cached keys and values (every visible
     /// position present) into `out` (shaped like `q`). `scores` is scratch of at
     /// least `2·(start + rows)` values.
-    pub fn run<T: KvElement>(
+    pub fn run<T: KvElement + Weight>(
         &self,
         q: &[f32],
         kv: KvRing<'_, T>,
@@ -73,7 +74,7 @@ impl AttentionSpec {
     /// query heads: `kv_heads.len()·(n_heads / n_kv_heads)·head_dim` values); each
     /// head is computed exactly as by [`AttentionSpec::run`], so a decode step can
     /// split the heads across threads. `scores` is scratch of at least `2·(pos + 1)`.
-    pub fn run_heads<T: KvElement>(
+    pub fn run_heads<T: KvElement + Weight>(
         &self,
         q: &[f32],
         kv: KvRing<'_, T>,
@@ -88,27 +89,40 @@ impl AttentionSpec {
         let first = self.first_visible(pos);
         let n = pos + 1 - first;
         let heads = kv_heads.start * group..kv_heads.end * group;
+        let ctx = || Error::core("decode attention");
+        let epi = Epilogue::default();
         for (h, o) in heads.zip(out.chunks_exact_mut(hd)) {
             let kvh = h / group;
-            let qh = &q[h * hd..][..hd];
-            for (s, p) in raw[..n].iter_mut().zip(first..=pos) {
-                let k = &kv.keys[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
-                *s = qh.iter().zip(k).map(|(a, b)| a * b.to_f32()).sum::<f32>() * self.scale;
+            let qh = MatRef::new(&q[h * hd..], 1, hd, hd, 1).map_err(ctx())?;
+            let mut col = 0;
+            for (slot, len) in segments(first, n, kv.slots) {
+                if len == 0 {
+                    continue;
+                }
+                let keys = MatRef::new(&kv.keys[slot * kv_dim + kvh * hd..], len, hd, kv_dim, 1)
+                    .map_err(ctx())?;
+                let s = MatMut::new(&mut raw[col..], 1, len, len, 1).map_err(ctx())?;
+                gemv_nk(self.scale, qh, keys, 0.0, s, &epi).map_err(ctx())?;
+                col += len;
             }
             if let Some(cap) = self.softcap {
                 softcap(&mut raw[..n], cap);
             }
-            let ctx = || Error::core("attention softmax");
-            let shape = Shape::new(&[n]).map_err(ctx())?;
-            let sv = TensorView::new(&raw[..n], shape).map_err(ctx())?;
-            let mut pv = TensorViewMut::new(&mut probs[..n], shape).map_err(ctx())?;
-            softmax(&sv, 0, &mut pv).map_err(ctx())?;
-            o.fill(0.0);
-            for (w, p) in probs[..n].iter().zip(first..=pos) {
-                let v = &kv.values[(p % kv.slots) * kv_dim + kvh * hd..][..hd];
-                for (oi, vi) in o.iter_mut().zip(v) {
-                    *oi += w * vi.to_f32();
+            probs[..n].copy_from_slice(&raw[..n]);
+            softmax_rows_inplace(&mut probs[..n], n).map_err(ctx())?;
+            let mut col = 0;
+            for (slot, len) in segments(first, n, kv.slots) {
+                if len == 0 {
+                    continue;
                 }
+                let p = MatRef::new(&probs[col..], 1, len, len, 1).map_err(ctx())?;
+                let values =
+                    MatRef::new(&kv.values[slot * kv_dim + kvh * hd..], len, hd, kv_dim, 1)
+                        .map_err(ctx())?;
+                let o = MatMut::new(o, 1, hd, hd, 1).map_err(ctx())?;
+                let beta = if col == 0 { 0.0 } else { 1.0 };
+                gemv_kn(1.0, p, values, beta, o, &epi).map_err(ctx())?;
+                col += len;
             }
         }
         Ok(())

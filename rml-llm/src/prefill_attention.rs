@@ -5,8 +5,8 @@
 //! from the block's first visible position to its last query are multiplied, so the
 //! work above the diagonal is at most half a block per row. The summation order
 //! depends only on the shapes (never on a thread count), so results are
-//! deterministic; they agree with [`AttentionSpec::run`] (the readable form, used
-//! for decode) up to rounding.
+//! deterministic; they agree with [`AttentionSpec::run`] (one query row at a time on
+//! the GEMV kernels, used for decode) up to rounding.
 
 use rml_kernels::gemm::{Epilogue, MatMut, MatRef, Weight, gemm_ex, gemm_scratch_len};
 use rml_kernels::softmax::softmax_rows_inplace;
@@ -46,7 +46,7 @@ fn gemm_len(qb: usize, n: usize, head_dim: usize) -> usize {
 
 /// The cache rows holding positions `lo..lo + n`: one run, or two when the ring
 /// wraps. Each entry is `(first slot, length)`.
-fn segments(lo: usize, n: usize, slots: usize) -> [(usize, usize); 2] {
+pub(crate) fn segments(lo: usize, n: usize, slots: usize) -> [(usize, usize); 2] {
     let s0 = lo % slots;
     let first = n.min(slots - s0);
     [(s0, first), (0, n - first)]

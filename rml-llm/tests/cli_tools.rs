@@ -154,12 +154,15 @@ fn chat_commands_and_bad_lines_keep_the_repl_going() {
 
 #[test]
 fn chat_on_a_terminal_stops_a_reply_on_ctrl_c_and_exits_on_a_second_at_the_prompt() {
-    // A long reply budget, so that the reply is still running when Ctrl-C comes.
-    let mut term = Terminal::spawn(&["chat", "-n", "100000", "--temp", "0"]);
+    // A long reply budget and a 2048-position context, so that the reply is still
+    // running when Ctrl-C comes (on the bundled model's 256 positions a fast
+    // machine could finish the whole reply before the signal lands).
+    let model = long_context_model();
+    let model = model.to_str().unwrap();
+    let mut term = Terminal::spawn(&["chat", model, "-n", "100000", "--temp", "0"]);
     let at = term.wait_for(0, "> ");
     term.send(b"What does the with statement do?\r");
-    // Wait for the first characters of the reply, then interrupt it at once (the
-    // whole reply, up to the 256-position context, takes a few hundred ms).
+    // Wait for the first characters of the reply, then interrupt it at once.
     let at = term.wait_for(at, "statement do?");
     term.wait_for_output(at + 8);
     let sent = Instant::now();

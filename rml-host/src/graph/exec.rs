@@ -527,10 +527,11 @@ impl Ctx<'_> {
         });
     }
 
-    /// Calls `f(c)` for each chunk on the pool.
+    /// Calls `f(c)` for each chunk on the pool's spinning team: the calling thread
+    /// works too and takes over chunks a descheduled worker has not claimed, and
+    /// back-to-back split steps are handed over without waking a thread.
     fn parallel(&self, chunks: usize, f: impl Fn(usize) + Sync) {
-        self.pool
-            .parallel_for_cost(chunks, 1, self.pool.min_parallel_cost(), |c, _| f(c));
+        self.pool.run_team(chunks, &f);
     }
 
     /// Runs node `index` with the reference interpreter's op code, copying its
