@@ -27,13 +27,18 @@ type RowKernel = unsafe fn(*const u8, *const u8, usize) -> f32;
 /// A whole-GEMV kernel: rows at `w` (`rb` apart), activation, blocks per row, the
 /// one-row kernel for a ragged tail, outputs.
 type GemvKernel = unsafe fn(*const u8, usize, *const u8, usize, RowKernel, &mut [f32]);
+/// A whole-GEMV kernel without a tail kernel: rows at `w` (`rb` apart), activation,
+/// blocks per row, outputs.
+type GemvRows = unsafe fn(*const u8, usize, *const u8, usize, &mut [f32]);
 
 /// `out[i]` = row `i` of `w` · `a`. Returns false (and does nothing) when AVX2 is not
 /// available, the type has no kernel here, or the lengths are inconsistent. `cached`
 /// says the rows are hot in cache (a GEMM tile): Q4_0 then runs four rows per pass,
 /// which pays off when compute-bound; streaming (GEMV) the nibble types run
 /// [`gemv_nibbles`], which prepares the activation once per call. The two agree to f32
-/// rounding. Q8_0 runs [`gemv_q8_0`] (eight blocks per step) either way.
+/// rounding. Q8_0 runs [`gemv_q8_0`] (eight blocks per step) either way; streaming
+/// Q4_K and Q6_K run [`gemv_q4_k`] and [`gemv_q6_k`]. The streaming kernels keep four
+/// rows in flight ([`four_streams`]) with the same per-row arithmetic as one row.
 pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cached: bool) -> bool {
     if !Isa::Avx2.is_supported() || out.is_empty() {
         return out.is_empty();
@@ -72,16 +77,24 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cache
         unsafe { gemv(w.as_ptr(), rb, a.as_ptr(), nb, kernel, out) };
         return true;
     }
-    if weight == DType::Q8_0 {
-        // SAFETY: AVX2/FMA/F16C are present; `w` holds `out.len()` rows of `nb` 34-byte
-        // blocks, `rb` bytes apart, and `a` holds `nb` Q8_0 blocks.
-        unsafe { gemv_q8_0(w.as_ptr(), rb, a.as_ptr(), nb, out) };
+    let rows_kernel: Option<GemvRows> = match weight {
+        DType::Q8_0 => Some(gemv_q8_0),
+        _ if cached => None,
+        DType::Q4K => Some(gemv_q4_k),
+        DType::Q6K => Some(gemv_q6_k),
+        _ => None,
+    };
+    if let Some(gemv) = rows_kernel {
+        // SAFETY: AVX2/FMA/F16C are present; `w` holds `out.len()` rows of `nb` blocks of
+        // `weight`, `rb` bytes apart, and `a` holds `nb` blocks of its activation type.
+        unsafe { gemv(w.as_ptr(), rb, a.as_ptr(), nb, out) };
         return true;
     }
     if weight == DType::Q4_0 {
         // Four rows share each activation block; a remainder runs the same code with
         // fewer rows, so every row's result is independent of the grouping. (Streaming
-        // from DRAM, four interleaved row streams measured ~2× slower than one.)
+        // from DRAM, four adjacent rows interleaved measured ~2× slower than one row;
+        // far-apart rows are what [`four_streams`] interleaves.)
         let mut chunks = out.chunks_exact_mut(4);
         let mut r = 0;
         for o in &mut chunks {
@@ -178,8 +191,9 @@ const PREP_SCALE: usize = PREP_TERM + 32;
 /// subtracted from every quant (8 for Q4_0, 16 for Q5_0). The activation
 /// is rearranged once per call (and per 512 blocks) by [`prep_groups`], which takes the
 /// activation-only work — the offset term, the scale conversion — out of the per-row
-/// loop; each row then runs [`nibble_groups`], and the last `nb mod 8` blocks `tail`
-/// (the one-block kernel).
+/// loop; the rows then run [`nibble_group`] per group, four rows in flight
+/// ([`four_streams`]), and the last `nb mod 8` blocks of each row `tail` (the one-block
+/// kernel).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_nibbles<
     const BW: usize,
@@ -207,10 +221,17 @@ unsafe fn gemv_nibbles<
         while g0 < ng {
             let g1 = (g0 + PREP_GROUPS).min(ng);
             prep_groups(a.add(ba * GROUP * g0), MIN, OFF, g1 - g0, prep.as_mut_ptr());
-            for (r, o) in out.iter_mut().enumerate() {
-                let wr = w.add(r * rb + BW * GROUP * g0);
-                *o += hsum_ps(nibble_groups::<BW, QS, QH, MIN>(wr, prep.as_ptr(), g1 - g0));
-            }
+            let (row0, pp) = (w.add(BW * GROUP * g0), prep.as_ptr());
+            four_streams(
+                out.len(),
+                g1 - g0,
+                _mm256_setzero_ps(),
+                |r, g, acc| {
+                    let wg = row0.add(r * rb + BW * GROUP * g);
+                    nibble_group::<BW, QS, QH, MIN>(wg, pp.add(PREP_BYTES * g), acc)
+                },
+                |r, acc| out[r] += hsum_ps(acc),
+            );
             g0 = g1;
         }
         let done = GROUP * ng;
@@ -219,6 +240,45 @@ unsafe fn gemv_nibbles<
                 *o += tail(w.add(r * rb + BW * done), a.add(ba * done), nb - done);
             }
         }
+    }
+}
+
+/// Runs one row kernel over `n` rows as four sequential streams in flight: the rows are
+/// cut into four equal parts and row `r` of each part advances together, `step(row, i,
+/// state)` over `i in 0..steps`, each row with its own state (named locals, which stay
+/// in registers); then `emit(row, state)`. The last `n mod 4` rows run alone. Every
+/// row sees the same sequence of `step` calls either way, so its result does not depend
+/// on the rows around it. Four far-apart streams keep more DRAM reads in flight than
+/// one (the hardware prefetchers follow each); adjacent rows interleaved measured
+/// ~3× slower than one stream.
+#[inline(always)]
+fn four_streams<A: Copy>(
+    n: usize,
+    steps: usize,
+    init: A,
+    step: impl Fn(usize, usize, A) -> A,
+    mut emit: impl FnMut(usize, A),
+) {
+    let h = n / 4;
+    for r in 0..h {
+        let (mut a0, mut a1, mut a2, mut a3) = (init, init, init, init);
+        for i in 0..steps {
+            a0 = step(r, i, a0);
+            a1 = step(r + h, i, a1);
+            a2 = step(r + 2 * h, i, a2);
+            a3 = step(r + 3 * h, i, a3);
+        }
+        emit(r, a0);
+        emit(r + h, a1);
+        emit(r + 2 * h, a2);
+        emit(r + 3 * h, a3);
+    }
+    for r in 4 * h..n {
+        let mut a = init;
+        for i in 0..steps {
+            a = step(r, i, a);
+        }
+        emit(r, a);
     }
 }
 
@@ -252,59 +312,56 @@ unsafe fn prep_groups(a: *const u8, q8_1: bool, offset: i8, ng: usize, dst: *mut
     }
 }
 
-/// Σ over `ng` groups of one nibble-type row at `w` · the prepared activation at `p`,
-/// as 8 lanes to be summed. Per pair of blocks: one 256-bit load of both blocks'
+/// One group of eight nibble-type blocks at `wg` · the prepared group at `pg`, added to
+/// `acc`. Per pair of blocks: one 256-bit load of both blocks'
 /// nibbles (low 128 bits block 2j, high 2j + 1), two masks (and the 5th bits, for
 /// QH ≠ 0), two `maddubs` against the prepared halves; per group: [`group_sums`]
 /// (or [`group_sums_wide`] for 5-bit quants), minus the prepared offset term, times
 /// the eight weight scales (converted together) and the activation scales, one FMA
 /// (and for MIN one more, of the eight mins with the prepared `s`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nibble_groups<const BW: usize, const QS: usize, const QH: usize, const MIN: bool>(
-    w: *const u8,
-    p: *const u8,
-    ng: usize,
+unsafe fn nibble_group<const BW: usize, const QS: usize, const QH: usize, const MIN: bool>(
+    wg: *const u8,
+    pg: *const u8,
+    mut acc: __m256,
 ) -> __m256 {
     let m4 = _mm256_set1_epi8(0x0f);
     let x10 = _mm256_set1_epi8(0x10);
-    let mut acc = _mm256_setzero_ps();
-    // SAFETY: the caller guarantees `ng` groups of 8 BW-byte blocks at `w` and `ng`
-    // prepared groups at `p`.
+    // SAFETY: the caller guarantees 8 BW-byte blocks at `wg` and a prepared group at
+    // `pg`.
     unsafe {
-        for g in 0..ng {
-            let (wg, pg) = (w.add(BW * GROUP * g), p.add(PREP_BYTES * g));
-            let sums = core::array::from_fn(|j| {
-                let b0 = wg.add(2 * BW * j);
-                let q = _mm256_set_m128i(ld128(b0.add(BW + QS)), ld128(b0.add(QS)));
-                let mut lo = _mm256_and_si256(q, m4);
-                let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
-                if QH != 0 {
-                    let (hl, hh) = fifth_bits(u32_at(b0.add(QH)), u32_at(b0.add(BW + QH)));
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(hl, x10));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(hh, x10));
-                }
-                _mm256_add_epi16(
-                    _mm256_maddubs_epi16(lo, ld256(pg.add(64 * j))),
-                    _mm256_maddubs_epi16(hi, ld256(pg.add(64 * j + 32))),
-                )
-            });
-            let mut s = if QH != 0 {
-                group_sums_wide(sums)
-            } else {
-                group_sums(sums)
-            };
-            if !MIN {
-                s = _mm256_sub_epi32(s, ld256(pg.add(PREP_TERM)));
+        let sums = core::array::from_fn(|j| {
+            let b0 = wg.add(2 * BW * j);
+            let q = _mm256_set_m128i(ld128(b0.add(BW + QS)), ld128(b0.add(QS)));
+            let mut lo = _mm256_and_si256(q, m4);
+            let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+            if QH != 0 {
+                let (hl, hh) = fifth_bits(u32_at(b0.add(QH)), u32_at(b0.add(BW + QH)));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(hl, x10));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(hh, x10));
             }
-            let d = _mm256_mul_ps(
-                f16_group(wg, BW),
-                _mm256_loadu_ps(pg.add(PREP_SCALE).cast()),
-            );
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
-            if MIN {
-                let term = _mm256_loadu_ps(pg.add(PREP_TERM).cast());
-                acc = _mm256_fmadd_ps(f16_group(wg.add(2), BW), term, acc);
-            }
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo, ld256(pg.add(64 * j))),
+                _mm256_maddubs_epi16(hi, ld256(pg.add(64 * j + 32))),
+            )
+        });
+        let mut s = if QH != 0 {
+            group_sums_wide(sums)
+        } else {
+            group_sums(sums)
+        };
+        if !MIN {
+            s = _mm256_sub_epi32(s, ld256(pg.add(PREP_TERM)));
+        }
+        let d = _mm256_mul_ps(
+            f16_group(wg, BW),
+            _mm256_loadu_ps(pg.add(PREP_SCALE).cast()),
+        );
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+        if MIN {
+            let term = _mm256_loadu_ps(pg.add(PREP_TERM).cast());
+            acc = _mm256_fmadd_ps(f16_group(wg.add(2), BW), term, acc);
         }
     }
     acc
@@ -317,36 +374,48 @@ unsafe fn nibble_groups<const BW: usize, const QS: usize, const QH: usize, const
 /// i32 per block, and the eight weight and activation scales are converted together
 /// ([`f16_group`]) for one FMA per eight blocks (the per-block kernel spends a scale
 /// conversion, a product, a broadcast, a conversion and an FMA on every block). The
-/// last `nb mod 8` blocks run [`dot_q8_0`]; a row's result does not depend on the rows
-/// around it.
+/// last `nb mod 8` blocks run [`dot_q8_0`]. Four rows are in flight
+/// ([`four_streams`]); a row's result does not depend on the rows around it.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_q8_0(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
     let ng = nb / GROUP;
+    let done = GROUP * ng;
+    // SAFETY: the caller guarantees `out.len()` rows of `nb` 34-byte blocks at `w`,
+    // `rb` bytes apart, and `nb` 34-byte blocks at `a`; every offset below is a
+    // block < nb of a row r < out.len().
+    unsafe {
+        let row = |r: usize| w.add(r * rb);
+        four_streams(
+            out.len(),
+            ng,
+            _mm256_setzero_ps(),
+            |r, g, acc| q8_0_group(row(r).add(34 * GROUP * g), a.add(34 * GROUP * g), acc),
+            |r, acc| {
+                out[r] = hsum_ps(acc);
+                if done < nb {
+                    out[r] += dot_q8_0(row(r).add(34 * done), a.add(34 * done), nb - done);
+                }
+            },
+        );
+    }
+}
+
+/// One group of eight Q8_0 blocks at `wg` · eight at `ag`, added to `acc` (see
+/// [`gemv_q8_0`]).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0_group(wg: *const u8, ag: *const u8, acc: __m256) -> __m256 {
     let ones = _mm256_set1_epi16(1);
-    for (r, o) in out.iter_mut().enumerate() {
-        // SAFETY: the caller guarantees `out.len()` rows of `nb` 34-byte blocks at `w`,
-        // `rb` bytes apart, and `nb` 34-byte blocks at `a`; every offset below is a
-        // block < nb of row r.
-        unsafe {
-            let wr = w.add(r * rb);
-            let mut acc = _mm256_setzero_ps();
-            for g in 0..ng {
-                let (wg, ag) = (wr.add(34 * GROUP * g), a.add(34 * GROUP * g));
-                let v: [__m256i; GROUP] = core::array::from_fn(|j| {
-                    let x = ld256(wg.add(34 * j + 2));
-                    let y = ld256(ag.add(34 * j + Q8_0_QS));
-                    let p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-                    _mm256_madd_epi16(p, ones)
-                });
-                let d = _mm256_mul_ps(f16_group(wg, 34), f16_group(ag, 34));
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_totals(v)), d, acc);
-            }
-            let done = GROUP * ng;
-            *o = hsum_ps(acc);
-            if done < nb {
-                *o += dot_q8_0(wr.add(34 * done), a.add(34 * done), nb - done);
-            }
-        }
+    // SAFETY: the caller guarantees eight 34-byte blocks at `wg` and at `ag`.
+    unsafe {
+        let v: [__m256i; GROUP] = core::array::from_fn(|j| {
+            let x = ld256(wg.add(34 * j + 2));
+            let y = ld256(ag.add(34 * j + Q8_0_QS));
+            let p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+            _mm256_madd_epi16(p, ones)
+        });
+        let d = _mm256_mul_ps(f16_group(wg, 34), f16_group(ag, 34));
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_totals(v)), d, acc)
     }
 }
 
@@ -712,45 +781,71 @@ pub(super) unsafe fn k4_scales_mins(p: *const u8) -> [u32; 4] {
 /// Q4_K · Q8_K over `nb` super-blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
-    let (mut acc, mut acc_m) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let m4 = _mm256_set1_epi8(0x0f);
-    // SAFETY: `nb` blocks of 144 bytes at `w` and of 292 at `a`.
-    unsafe {
-        for i in 0..nb {
-            let (wb, ab) = (w.add(144 * i), a.add(292 * i));
-            let yd = _mm256_set1_ps(f32_at(ab));
-            let d = _mm256_mul_ps(yd, f16x8(wb));
-            let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
-            let u = k4_scales_mins(wb.add(4));
-            let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
-            // mins: Σ_j m_j · (bsum_2j + bsum_2j+1), with m_j spread over lane pairs.
-            let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
-            let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
-            acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
-            let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-            let mut sumi = _mm256_setzero_si256();
-            for c in 0..4 {
-                let q = ld256(wb.add(16 + 32 * c));
-                let lo = _mm256_and_si256(q, m4);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
-                let ylo = ld256(ab.add(Q8K_QS + 64 * c));
-                let yhi = ld256(ab.add(Q8K_QS + 64 * c + 32));
-                let s0 = _mm256_shuffle_epi8(
-                    sc,
-                    _mm256_set1_epi16((((4 * c + 1) << 8) | (4 * c)) as i16),
-                );
-                let s1 = _mm256_shuffle_epi8(
-                    sc,
-                    _mm256_set1_epi16((((4 * c + 3) << 8) | (4 * c + 2)) as i16),
-                );
-                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), s0);
-                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-            }
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
-        }
+    let mut s = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    for i in 0..nb {
+        // SAFETY: `nb` blocks of 144 bytes at `w` and of 292 at `a`.
+        s = unsafe { q4_k_block(w.add(144 * i), a.add(292 * i), s) };
     }
-    hsum_ps(_mm256_sub_ps(acc, acc_m))
+    hsum_ps(_mm256_sub_ps(s.0, s.1))
+}
+
+/// Streaming GEMV of Q4_K rows (`rb` bytes apart, `nb` super-blocks each) with one
+/// Q8_K row: [`q4_k_block`] over [`four_streams`], each row as [`dot_q4_k`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemv_q4_k(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
+    let zero = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    four_streams(
+        out.len(),
+        nb,
+        zero,
+        // SAFETY: the caller guarantees `out.len()` rows of `nb` 144-byte blocks at `w`,
+        // `rb` bytes apart, and `nb` 292-byte blocks at `a`.
+        |r, i, s| unsafe { q4_k_block(w.add(r * rb + 144 * i), a.add(292 * i), s) },
+        |r, s| out[r] = hsum_ps(_mm256_sub_ps(s.0, s.1)),
+    );
+}
+
+/// One Q4_K super-block at `wb` · its Q8_K block at `ab`: the scaled products added to
+/// `acc`, the min term (Σ_j m_j·bsum_j, times `dmin`) to `acc_m`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_block(
+    wb: *const u8,
+    ab: *const u8,
+    (acc, acc_m): (__m256, __m256),
+) -> (__m256, __m256) {
+    let m4 = _mm256_set1_epi8(0x0f);
+    // SAFETY: the caller guarantees 144 readable bytes at `wb` and 292 at `ab`.
+    unsafe {
+        let yd = _mm256_set1_ps(f32_at(ab));
+        let d = _mm256_mul_ps(yd, f16x8(wb));
+        let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
+        let u = k4_scales_mins(wb.add(4));
+        let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
+        // mins: Σ_j m_j · (bsum_2j + bsum_2j+1), with m_j spread over lane pairs.
+        let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+        let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
+        let acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
+        let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        let mut sumi = _mm256_setzero_si256();
+        for c in 0..4 {
+            let q = ld256(wb.add(16 + 32 * c));
+            let lo = _mm256_and_si256(q, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+            let ylo = ld256(ab.add(Q8K_QS + 64 * c));
+            let yhi = ld256(ab.add(Q8K_QS + 64 * c + 32));
+            let s0 =
+                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((((4 * c + 1) << 8) | (4 * c)) as i16));
+            let s1 = _mm256_shuffle_epi8(
+                sc,
+                _mm256_set1_epi16((((4 * c + 3) << 8) | (4 * c + 2)) as i16),
+            );
+            let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), s0);
+            let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), acc_m)
+    }
 }
 
 /// Q5_K · Q8_K over `nb` super-blocks.
@@ -809,54 +904,73 @@ unsafe fn dot_q5_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let m4 = _mm256_set1_epi8(0x0f);
-    let m30 = _mm256_set1_epi8(0x30);
-    // SAFETY: `nb` blocks of 210 bytes at `w` and of 292 at `a`.
-    unsafe {
-        for i in 0..nb {
-            let (wb, ab) = (w.add(210 * i), a.add(292 * i));
-            let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(208)));
-            let s16 = _mm256_cvtepi8_epi16(ld128(wb.add(192)));
-            let sc = scale_halves(s16);
-            // Σ_j sc_j · 32 · bsum_j: the −32 offset of every quant, applied once.
-            let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), s16);
-            let mut sumi = _mm256_setzero_si256();
-            for n in 0..2 {
-                let ql0 = ld256(wb.add(64 * n));
-                let ql1 = ld256(wb.add(64 * n + 32));
-                let qh = ld256(wb.add(128 + 32 * n));
-                let q = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql0, m4),
-                        _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql1, m4),
-                        _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
-                        _mm256_and_si256(qh, m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
-                        _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
-                    ),
-                ];
-                for (k, qk) in q.into_iter().enumerate() {
-                    let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * k));
-                    let p = _mm256_maddubs_epi16(qk, y);
-                    sumi = _mm256_add_epi32(
-                        sumi,
-                        _mm256_madd_epi16(p, scale_pair(&sc, 8 * n + 2 * k)),
-                    );
-                }
-            }
-            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(off));
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
-        }
+    for i in 0..nb {
+        // SAFETY: `nb` blocks of 210 bytes at `w` and of 292 at `a`.
+        acc = unsafe { q6_k_block(w.add(210 * i), a.add(292 * i), acc) };
     }
     hsum_ps(acc)
+}
+
+/// Streaming GEMV of Q6_K rows (`rb` bytes apart, `nb` super-blocks each) with one
+/// Q8_K row: [`q6_k_block`] over [`four_streams`], each row as [`dot_q6_k`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemv_q6_k(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
+    four_streams(
+        out.len(),
+        nb,
+        _mm256_setzero_ps(),
+        // SAFETY: the caller guarantees `out.len()` rows of `nb` 210-byte blocks at `w`,
+        // `rb` bytes apart, and `nb` 292-byte blocks at `a`.
+        |r, i, acc| unsafe { q6_k_block(w.add(r * rb + 210 * i), a.add(292 * i), acc) },
+        |r, acc| out[r] = hsum_ps(acc),
+    );
+}
+
+/// One Q6_K super-block at `wb` · its Q8_K block at `ab`, added to `acc`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k_block(wb: *const u8, ab: *const u8, acc: __m256) -> __m256 {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let m30 = _mm256_set1_epi8(0x30);
+    // SAFETY: the caller guarantees 210 readable bytes at `wb` and 292 at `ab`.
+    unsafe {
+        let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(208)));
+        let s16 = _mm256_cvtepi8_epi16(ld128(wb.add(192)));
+        let sc = scale_halves(s16);
+        // Σ_j sc_j · 32 · bsum_j: the −32 offset of every quant, applied once.
+        let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), s16);
+        let mut sumi = _mm256_setzero_si256();
+        for n in 0..2 {
+            let ql0 = ld256(wb.add(64 * n));
+            let ql1 = ld256(wb.add(64 * n + 32));
+            let qh = ld256(wb.add(128 + 32 * n));
+            let q = [
+                _mm256_or_si256(
+                    _mm256_and_si256(ql0, m4),
+                    _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                    _mm256_and_si256(qh, m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                    _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
+                ),
+            ];
+            for (k, qk) in q.into_iter().enumerate() {
+                let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * k));
+                let p = _mm256_maddubs_epi16(qk, y);
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(&sc, 8 * n + 2 * k)));
+            }
+        }
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(off));
+        _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc)
+    }
 }
 
 /// Q2_K · Q8_K over `nb` super-blocks.
