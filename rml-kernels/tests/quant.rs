@@ -230,7 +230,8 @@ fn gemv_matches_reference_on_every_isa() {
                 (false, true) => &[256],
             };
             for &k in ks {
-                check_gemv(dtype, 9, k, &mut rng, isa);
+                // 9 rows: the streaming kernels' four quarters of 2 rows and one more.
+                check_gemv(dtype, if MIRI { 5 } else { 9 }, k, &mut rng, isa);
             }
         }
     }
