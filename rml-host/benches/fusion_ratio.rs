@@ -1,7 +1,8 @@
 //! Elementwise fusion on against off (1 thread), and 1 against 2 threads (fused), on
 //! the executor bench's batch-64 graphs, with the executors interleaved run by run
 //! so a busy machine slows every side alike: `cargo bench -p rml-host --bench
-//! fusion_ratio` (`RML_ROUNDS=N` runs per executor, 300 by default).
+//! fusion_ratio [-- FILTER]` (`RML_ROUNDS=N` runs per executor, 300 by default;
+//! only the graphs whose name contains `FILTER`).
 //!
 //! 1-thread runs are timed by the calling thread's CPU clock (what the step costs,
 //! whatever else the machine runs); 2-thread runs by the wall clock and the
@@ -57,6 +58,10 @@ fn interleaved(
 }
 
 fn compare(name: &str, doc: &Value, batch: usize, width: usize, rounds: usize) {
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    if filter.is_some_and(|f| !name.contains(&f)) {
+        return;
+    }
     let (graph, constants) = exec_support::build(doc);
     let inputs = [exec_support::tensor(&[batch, width], 1)];
     let configs = [(1, true), (1, false), (2, true)];

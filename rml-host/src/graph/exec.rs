@@ -28,7 +28,7 @@ use super::constants::ConstantValues;
 use super::conv::{ConvIo, ConvKind};
 use super::error::{GraphError, Site};
 use super::fold_bn::fold_batch_norms;
-use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source, new_registers};
+use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
 use super::group_norm::group_norm;
 use super::hoist::hoist_shared_linears;
 use super::interp::float::fill;
@@ -477,10 +477,9 @@ impl Ctx<'_> {
         };
         let body = |outs: &mut [DataMut<'_>], first: usize, scratch: &mut [f32]| match (g, xs) {
             (Some(g), Some(x)) => {
-                let mut regs = p.map(|_| new_registers());
                 let epilogue = |w: &mut [DataMut<'_>], at: usize| {
-                    if let (Some(p), Some(regs)) = (p, regs.as_mut()) {
-                        p.run_in(regs, sources, w, at);
+                    if let Some(p) = p {
+                        p.run(sources, w, at);
                     }
                 };
                 g.rows

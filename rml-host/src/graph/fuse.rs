@@ -5,14 +5,15 @@
 //! registers. `BOOL` values are held as 0.0/1.0 in registers.
 
 use rml_core::DType;
-use rml_core::ops::binary::{self, BinaryOp};
-use rml_core::ops::compare::{self, CompareOp};
-use rml_core::ops::unary::{self, UnaryOp};
+use rml_core::ops::binary::BinaryOp;
+use rml_core::ops::compare::CompareOp;
+use rml_core::ops::unary::UnaryOp;
 
 use super::interp::float::{binary_op, unary_op};
 use super::interp::layout::compare_op;
 use super::ir::{Graph, ValueId};
 use super::op::Op;
+use super::program::vector_kernel;
 
 /// Elements per register tile (1 KiB of f32: a program with [`MAX_REGS`] registers
 /// stays inside a 32 KiB L1 cache).
@@ -27,13 +28,11 @@ pub const MAX_OPERANDS: usize = 8;
 /// Register index.
 pub type Reg = u8;
 
-/// A program's registers: [`MAX_REGS`] tiles.
-pub type Registers = [f32; MAX_REGS * TILE];
+/// One register: a tile of f32.
+pub type Tile = [f32; TILE];
 
-/// Zeroed registers.
-pub fn new_registers() -> Registers {
-    [0.0; MAX_REGS * TILE]
-}
+/// A program's registers: [`MAX_REGS`] tiles.
+pub type Registers = [Tile; MAX_REGS];
 
 /// One instruction of a fused program.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -122,8 +121,68 @@ pub enum Instr {
     },
 }
 
+impl Instr {
+    /// The register written (none for a store).
+    pub fn dst(&self) -> Option<Reg> {
+        match *self {
+            Instr::Load { dst, .. }
+            | Instr::Unary { dst, .. }
+            | Instr::Clip { dst, .. }
+            | Instr::Binary { dst, .. }
+            | Instr::Compare { dst, .. }
+            | Instr::Where { dst, .. }
+            | Instr::ToBool { dst, .. }
+            | Instr::Copy { dst, .. } => Some(dst),
+            Instr::Store { .. } => None,
+        }
+    }
+
+    /// The registers read.
+    pub fn sources(&self) -> [Option<Reg>; 3] {
+        match *self {
+            Instr::Load { .. } => [None; 3],
+            Instr::Unary { src, .. }
+            | Instr::Clip { src, .. }
+            | Instr::ToBool { src, .. }
+            | Instr::Copy { src, .. }
+            | Instr::Store { src, .. } => [Some(src), None, None],
+            Instr::Binary { a, b, .. } | Instr::Compare { a, b, .. } => [Some(a), Some(b), None],
+            Instr::Where { cond, a, b, .. } => [Some(cond), Some(a), Some(b)],
+        }
+    }
+
+    /// Reads register `to` wherever this reads `from`.
+    fn rename(&mut self, from: Reg, to: Reg) {
+        let swap = |r: &mut Reg| {
+            if *r == from {
+                *r = to;
+            }
+        };
+        match self {
+            Instr::Load { .. } => {}
+            Instr::Unary { src, .. }
+            | Instr::Clip { src, .. }
+            | Instr::ToBool { src, .. }
+            | Instr::Copy { src, .. }
+            | Instr::Store { src, .. } => swap(src),
+            Instr::Binary { a, b, .. } | Instr::Compare { a, b, .. } => {
+                swap(a);
+                swap(b);
+            }
+            Instr::Where { cond, a, b, .. } => {
+                swap(cond);
+                swap(a);
+                swap(b);
+            }
+        }
+    }
+}
+
 /// A fused elementwise group: loads come first, stores last, so an output may
-/// share its buffer with a same-shaped operand (in place).
+/// share its buffer with a same-shaped operand (in place). Every instruction reads
+/// only registers below the one it writes, except a transcendental [`Instr::Unary`]
+/// that overwrites its own source (its source is computed, not loaded, and read by
+/// nothing after it): the tile evaluator relies on this.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
     /// The graph nodes it replaces, in order.
@@ -297,7 +356,30 @@ impl<'g> Builder<'g> {
                 });
             }
         }
+        in_place_transcendentals(&mut self.program.code);
         self.program
+    }
+}
+
+/// Rewrites each transcendental whose source is a computed register read by
+/// nothing after it to overwrite that register, so the tile is not copied first.
+fn in_place_transcendentals(code: &mut [Instr]) {
+    for k in 0..code.len() {
+        let Instr::Unary { dst, src, f } = code[k] else {
+            continue;
+        };
+        let loaded = code
+            .iter()
+            .any(|i| matches!(*i, Instr::Load { dst, .. } if dst == src));
+        let read_later = code[k + 1..]
+            .iter()
+            .any(|i| i.sources().contains(&Some(src)));
+        if vector_kernel(f).is_some() && !loaded && !read_later {
+            code[k] = Instr::Unary { dst: src, src, f };
+            for i in &mut code[k + 1..] {
+                i.rename(dst, src);
+            }
+        }
     }
 }
 
@@ -387,7 +469,7 @@ impl Broadcast {
     /// `out[i] = data[index(first + i)]`. A `General` operand walks the output's
     /// multi-index from `first` (divisions once per call, not per element) and copies
     /// or fills whole runs of the last axis.
-    fn load(&self, data: Data<'_>, first: usize, out: &mut [f32]) {
+    pub(super) fn load(&self, data: Data<'_>, first: usize, out: &mut [f32]) {
         let Broadcast::General { dims, strides } = *self else {
             for (i, x) in out.iter_mut().enumerate() {
                 *x = data.get(self.index(first + i));
@@ -458,7 +540,8 @@ pub enum Data<'a> {
 }
 
 impl Data<'_> {
-    fn get(&self, i: usize) -> f32 {
+    /// Element `i` as f32.
+    pub(super) fn get(&self, i: usize) -> f32 {
         match self {
             Data::F32(v) => v[i],
             Data::Bool(v) => f32::from(v[i]),
@@ -505,195 +588,4 @@ pub enum Source<'a> {
     Data(Data<'a>, Broadcast),
     /// The buffer of output `j` (in place): same shape, read before written.
     Output(usize),
-}
-
-impl Program {
-    /// Estimated single-thread picoseconds per output element (for the thread
-    /// policy, `graph::par`): about 2 ns per transcendental over a tile (the
-    /// vector `erf`-form GELU is the slowest), 0.1 ns per other instruction.
-    pub fn cost_ps(&self) -> usize {
-        self.code
-            .iter()
-            .map(|i| match i {
-                Instr::Unary { f, .. } if vector_kernel(*f).is_some() => 2000,
-                _ => 100,
-            })
-            .sum()
-    }
-
-    /// Runs the program over output elements `base..base + outs[0].len()`, every
-    /// output slice covering exactly that range.
-    pub fn run(&self, sources: &[Source<'_>], outs: &mut [DataMut<'_>], base: usize) {
-        self.run_in(&mut new_registers(), sources, outs, base);
-    }
-
-    /// [`Program::run`] on caller-held registers (a caller that runs the program on
-    /// many small blocks zeroes its 24 KiB of registers once, not per block).
-    pub fn run_in(
-        &self,
-        regs: &mut Registers,
-        sources: &[Source<'_>],
-        outs: &mut [DataMut<'_>],
-        base: usize,
-    ) {
-        let len = outs.first().map_or(0, DataMut::len);
-        let mut start = 0;
-        while start < len {
-            let n = TILE.min(len - start);
-            for instr in &self.code {
-                self.step(instr, regs, sources, outs, base, start, n);
-            }
-            start += n;
-        }
-    }
-
-    /// Executes one instruction on a tile of `n` elements at `start` (chunk-relative).
-    #[allow(clippy::too_many_arguments)]
-    fn step(
-        &self,
-        instr: &Instr,
-        regs: &mut Registers,
-        sources: &[Source<'_>],
-        outs: &mut [DataMut<'_>],
-        base: usize,
-        start: usize,
-        n: usize,
-    ) {
-        let at = |r: Reg| usize::from(r) * TILE;
-        match *instr {
-            Instr::Load { dst, operand } => {
-                let d = &mut regs[at(dst)..at(dst) + n];
-                match sources[usize::from(operand)] {
-                    Source::Data(Data::F32(v), Broadcast::Full) => {
-                        d.copy_from_slice(&v[base + start..base + start + n]);
-                    }
-                    Source::Data(Data::F32(v), Broadcast::Suffix(len)) => {
-                        // Copy whole runs of the repeated suffix.
-                        let mut at = (base + start) % len;
-                        let mut done = 0;
-                        while done < n {
-                            let run = (len - at).min(n - done);
-                            d[done..done + run].copy_from_slice(&v[at..at + run]);
-                            done += run;
-                            at = 0;
-                        }
-                    }
-                    Source::Data(Data::F32(v), Broadcast::Scalar) => d.fill(v[0]),
-                    Source::Data(data, bc) => bc.load(data, base + start, d),
-                    Source::Output(j) => match &outs[j] {
-                        DataMut::F32(v) => d.copy_from_slice(&v[start..start + n]),
-                        DataMut::Bool(v) => {
-                            for (x, &b) in d.iter_mut().zip(&v[start..start + n]) {
-                                *x = f32::from(b);
-                            }
-                        }
-                    },
-                }
-            }
-            Instr::Unary { dst, src, f } => {
-                // Transcendentals run rml-kernels' vector functions over the tile
-                // (within their documented ULP bounds of rml-core's definitions);
-                // the rest keep rml-core's scalar function, with a constant op per
-                // arm so the compiler specializes the loop.
-                let (d, s) = (at(dst), at(src));
-                if let Some(kernel) = vector_kernel(f) {
-                    regs.copy_within(s..s + n, d);
-                    kernel(&mut regs[d..d + n]);
-                    return;
-                }
-                match f {
-                    UnaryOp::Relu => map1(regs, d, s, n, |x| unary::apply(UnaryOp::Relu, x)),
-                    UnaryOp::Neg => map1(regs, d, s, n, |x| unary::apply(UnaryOp::Neg, x)),
-                    UnaryOp::Abs => map1(regs, d, s, n, |x| unary::apply(UnaryOp::Abs, x)),
-                    _ => map1(regs, d, s, n, |x| unary::apply(f, x)),
-                }
-            }
-            Instr::Clip { dst, src, lo, hi } => map1(regs, at(dst), at(src), n, |v| {
-                if v < lo {
-                    lo
-                } else if v > hi {
-                    hi
-                } else {
-                    v
-                }
-            }),
-            Instr::ToBool { dst, src } => {
-                map1(regs, at(dst), at(src), n, |x| f32::from(u8::from(x != 0.0)));
-            }
-            Instr::Copy { dst, src } => map1(regs, at(dst), at(src), n, |x| x),
-            Instr::Binary { dst, a, b, f } => {
-                let (d, a, b) = (at(dst), at(a), at(b));
-                match f {
-                    BinaryOp::Add => {
-                        map2(regs, d, a, b, n, |x, y| binary::apply(BinaryOp::Add, x, y))
-                    }
-                    BinaryOp::Sub => {
-                        map2(regs, d, a, b, n, |x, y| binary::apply(BinaryOp::Sub, x, y))
-                    }
-                    BinaryOp::Mul => {
-                        map2(regs, d, a, b, n, |x, y| binary::apply(BinaryOp::Mul, x, y))
-                    }
-                    BinaryOp::Div => {
-                        map2(regs, d, a, b, n, |x, y| binary::apply(BinaryOp::Div, x, y))
-                    }
-                    _ => map2(regs, d, a, b, n, |x, y| binary::apply(f, x, y)),
-                }
-            }
-            Instr::Compare { dst, a, b, f } => {
-                for i in 0..n {
-                    let hit = compare::apply(f, regs[at(a) + i], regs[at(b) + i]);
-                    regs[at(dst) + i] = f32::from(u8::from(hit));
-                }
-            }
-            Instr::Where { dst, cond, a, b } => {
-                for i in 0..n {
-                    let pick = if regs[at(cond) + i] != 0.0 { a } else { b };
-                    regs[at(dst) + i] = regs[at(pick) + i];
-                }
-            }
-            Instr::Store { src, output } => {
-                let s = &regs[at(src)..at(src) + n];
-                match &mut outs[usize::from(output)] {
-                    DataMut::F32(v) => v[start..start + n].copy_from_slice(s),
-                    DataMut::Bool(v) => {
-                        for (o, &x) in v[start..start + n].iter_mut().zip(s) {
-                            *o = u8::from(x != 0.0);
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The rml-kernels in-place vector function for a transcendental `f`, if any. Each
-/// lane is computed independently (a tail is padded, not run scalar), so an element
-/// gets the same bits wherever a tile or thread chunk boundary falls.
-fn vector_kernel(f: UnaryOp) -> Option<fn(&mut [f32])> {
-    use rml_kernels::math;
-    Some(match f {
-        UnaryOp::Exp => math::exp_inplace,
-        UnaryOp::Tanh => math::tanh_inplace,
-        UnaryOp::Sigmoid => math::sigmoid_inplace,
-        UnaryOp::Erf => math::erf_inplace,
-        UnaryOp::Gelu => math::gelu_inplace,
-        UnaryOp::GeluTanh => math::gelu_tanh_inplace,
-        UnaryOp::Silu => math::silu_inplace,
-        UnaryOp::Softplus => math::softplus_inplace,
-        _ => return None,
-    })
-}
-
-/// `regs[dst..dst+n] = f(regs[a..a+n], regs[b..b+n])`.
-fn map2(regs: &mut [f32], dst: usize, a: usize, b: usize, n: usize, f: impl Fn(f32, f32) -> f32) {
-    for i in 0..n {
-        regs[dst + i] = f(regs[a + i], regs[b + i]);
-    }
-}
-
-/// `regs[dst..dst+n] = f(regs[src..src+n])`.
-fn map1(regs: &mut [f32], dst: usize, src: usize, n: usize, f: impl Fn(f32) -> f32) {
-    for i in 0..n {
-        regs[dst + i] = f(regs[src + i]);
-    }
 }

@@ -17,6 +17,7 @@
 //! - [`interp`] — [`run`], the reference interpreter on rml-core's ops;
 //! - [`passes`] — constant folding and dead-node elimination;
 //! - [`fuse`] — elementwise fusion into register-machine [`fuse::Program`]s;
+//! - `program` — runs a program tile by tile;
 //! - [`steps`] — the step list: fused programs, packed linears, aliases, nodes;
 //! - [`plan`] — buffer planning by liveness over one arena;
 //! - [`arena`] — [`BufferPool`] and the split of it into a step's regions;
@@ -61,6 +62,7 @@ mod movement;
 mod par;
 pub mod passes;
 pub mod plan;
+mod program;
 mod reduce;
 pub mod steps;
 pub mod tensors;

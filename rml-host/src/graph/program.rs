@@ -1,0 +1,260 @@
+//! Running a fused elementwise [`Program`] tile by tile: per tile of [`TILE`]
+//! elements, its loads resolve each operand to a slice (the operand's own elements
+//! where they are contiguous f32, else a register filled with them), every other
+//! instruction is one vectorizable loop over the tile, and the stores copy the
+//! results out last, so an output may share its buffer with an operand.
+
+use std::cell::RefCell;
+
+use rml_core::ops::binary::{self, BinaryOp};
+use rml_core::ops::compare;
+use rml_core::ops::unary::{self, UnaryOp};
+
+use rml_kernels::elementwise::{self, Operand};
+
+use super::fuse::{
+    Broadcast, Data, DataMut, Instr, MAX_OPERANDS, MAX_REGS, Program, Reg, Registers, Source, TILE,
+};
+
+impl Program {
+    /// Estimated single-thread picoseconds per output element (for the thread
+    /// policy, `graph::par`): about 2 ns per transcendental over a tile (the
+    /// vector `erf`-form GELU is the slowest), 0.1 ns per other instruction.
+    pub fn cost_ps(&self) -> usize {
+        self.code
+            .iter()
+            .map(|i| match i {
+                Instr::Unary { f, .. } if vector_kernel(*f).is_some() => 2000,
+                _ => 100,
+            })
+            .sum()
+    }
+
+    /// Runs the program over output elements `base..base + outs[0].len()`, every
+    /// output slice covering exactly that range, on the calling thread's register
+    /// file (held for the thread's life, so a run neither allocates nor zeroes it).
+    pub fn run(&self, sources: &[Source<'_>], outs: &mut [DataMut<'_>], base: usize) {
+        REGISTERS.with_borrow_mut(|regs| self.run_in(regs, sources, outs, base));
+    }
+
+    /// [`Program::run`] on registers `regs`.
+    fn run_in(
+        &self,
+        regs: &mut Registers,
+        sources: &[Source<'_>],
+        outs: &mut [DataMut<'_>],
+        base: usize,
+    ) {
+        let len = outs.first().map_or(0, DataMut::len);
+        let stores = self
+            .code
+            .iter()
+            .position(|i| matches!(i, Instr::Store { .. }))
+            .unwrap_or(self.code.len());
+        let (body, stores) = self.code.split_at(stores);
+        let mut start = 0;
+        while start < len {
+            let n = TILE.min(len - start);
+            // The outputs' elements of the tile, for operands read in place.
+            let mut reads: [Option<Data<'_>>; MAX_OUTS] = [None; MAX_OUTS];
+            for (o, r) in outs.iter().zip(&mut reads) {
+                *r = Some(match o {
+                    DataMut::F32(v) => Data::F32(&v[start..start + n]),
+                    DataMut::Bool(v) => Data::Bool(&v[start..start + n]),
+                });
+            }
+            // A loaded register's elements where they are read in place.
+            let mut views: [Option<&[f32]>; MAX_REGS] = [None; MAX_REGS];
+            for instr in body {
+                if let Instr::Load { dst, operand } = *instr {
+                    let d = &mut regs[usize::from(dst)][..n];
+                    let source = sources[usize::from(operand)];
+                    views[usize::from(dst)] = load(d, source, &reads, base + start);
+                } else {
+                    compute(instr, regs, &views, n);
+                }
+            }
+            for instr in stores {
+                if let Instr::Store { src, output } = *instr {
+                    let s = &regs[usize::from(src)][..n];
+                    store(s, &mut outs[usize::from(output)], start);
+                }
+            }
+            start += n;
+        }
+    }
+}
+
+/// Most outputs a program run is given: its own and a producer's (the layer norm
+/// or GEMM before an epilogue program).
+const MAX_OUTS: usize = MAX_OPERANDS + 1;
+
+thread_local! {
+    /// Each thread's program registers (24 KiB, in thread-local storage, not on
+    /// the heap).
+    static REGISTERS: RefCell<Registers> = const { RefCell::new([[0.0; TILE]; MAX_REGS]) };
+}
+
+/// Executes computing instruction `instr` on a tile of `n` elements; `views` are
+/// the loaded registers read in place.
+fn compute(instr: &Instr, regs: &mut Registers, views: &[Option<&[f32]>; MAX_REGS], n: usize) {
+    let Some(dst) = instr.dst() else {
+        return;
+    };
+    // Sources are below the destination (see `Program`), or are it.
+    let (done, rest) = regs.split_at_mut(usize::from(dst));
+    let arg = |r: Reg| views[usize::from(r)].unwrap_or_else(|| &done[usize::from(r)][..n]);
+    evaluate(instr, dst, &mut rest[0][..n], arg);
+}
+
+/// Computes instruction `instr` (writing register `dst`) into `d`, its sources
+/// given by `arg`.
+fn evaluate<'a>(instr: &Instr, dst: Reg, d: &mut [f32], arg: impl Fn(Reg) -> &'a [f32]) {
+    match *instr {
+        Instr::Unary { src, f, .. } => {
+            // Transcendentals run rml-kernels' vector functions over the tile
+            // (within their documented ULP bounds of rml-core's definitions);
+            // the rest keep rml-core's scalar function, with a constant op per
+            // arm so the compiler specializes the loop.
+            if let Some(kernel) = vector_kernel(f) {
+                if src != dst {
+                    d.copy_from_slice(arg(src));
+                }
+                kernel(d);
+                return;
+            }
+            let a = arg(src);
+            match f {
+                UnaryOp::Relu => map1(d, a, |x| unary::apply(UnaryOp::Relu, x)),
+                UnaryOp::Neg => map1(d, a, |x| unary::apply(UnaryOp::Neg, x)),
+                UnaryOp::Abs => map1(d, a, |x| unary::apply(UnaryOp::Abs, x)),
+                _ => map1(d, a, |x| unary::apply(f, x)),
+            }
+        }
+        Instr::Clip { src, lo, hi, .. } => map1(d, arg(src), |v| {
+            if v < lo {
+                lo
+            } else if v > hi {
+                hi
+            } else {
+                v
+            }
+        }),
+        Instr::ToBool { src, .. } => map1(d, arg(src), |x| f32::from(u8::from(x != 0.0))),
+        Instr::Copy { src, .. } => d.copy_from_slice(arg(src)),
+        Instr::Binary { a, b, f, .. } => {
+            let (a, b) = (arg(a), arg(b));
+            // The four arithmetic ops are IEEE-exact, so rml-kernels' vector loop
+            // gives rml-core's bits; the rest keep rml-core's scalar function.
+            let vector = match f {
+                BinaryOp::Add => Some(elementwise::BinaryOp::Add),
+                BinaryOp::Sub => Some(elementwise::BinaryOp::Sub),
+                BinaryOp::Mul => Some(elementwise::BinaryOp::Mul),
+                BinaryOp::Div => Some(elementwise::BinaryOp::Div),
+                _ => None,
+            };
+            match vector {
+                Some(op) => {
+                    let (a, b) = (Operand::Matrix(a), Operand::Matrix(b));
+                    elementwise::binary(op, a, b, d.len(), 0..1, d)
+                        .expect("a tile's operands have its length");
+                }
+                None => map2(d, a, b, |x, y| binary::apply(f, x, y)),
+            }
+        }
+        Instr::Compare { a, b, f, .. } => map2(d, arg(a), arg(b), |x, y| {
+            f32::from(u8::from(compare::apply(f, x, y)))
+        }),
+        Instr::Where { cond, a, b, .. } => {
+            let (c, a, b) = (arg(cond), arg(a), arg(b));
+            for (((d, &c), &x), &y) in d.iter_mut().zip(c).zip(a).zip(b) {
+                *d = if c != 0.0 { x } else { y };
+            }
+        }
+        Instr::Load { .. } | Instr::Store { .. } => {}
+    }
+}
+
+/// Operand `source`'s elements of the tile: a slice of its buffer where they are
+/// contiguous f32, else `None` after filling `d` with them.
+fn load<'a>(
+    d: &mut [f32],
+    source: Source<'a>,
+    outs: &[Option<Data<'a>>; MAX_OUTS],
+    element: usize,
+) -> Option<&'a [f32]> {
+    let n = d.len();
+    match source {
+        Source::Data(Data::F32(v), Broadcast::Full) => return Some(&v[element..element + n]),
+        Source::Data(Data::F32(v), Broadcast::Suffix(len)) => {
+            let at = element % len;
+            if at + n <= len {
+                return Some(&v[at..at + n]);
+            }
+            // Copy whole runs of the repeated suffix.
+            let (mut at, mut done) = (at, 0);
+            while done < n {
+                let run = (len - at).min(n - done);
+                d[done..done + run].copy_from_slice(&v[at..at + run]);
+                done += run;
+                at = 0;
+            }
+        }
+        Source::Data(Data::F32(v), Broadcast::Scalar) => d.fill(v[0]),
+        Source::Data(data, bc) => bc.load(data, element, d),
+        Source::Output(j) => match outs[j].expect("outputs read in place are not written") {
+            Data::F32(v) => return Some(v),
+            Data::Bool(v) => {
+                for (x, &b) in d.iter_mut().zip(v) {
+                    *x = f32::from(b);
+                }
+            }
+        },
+    }
+    None
+}
+
+/// Copies a tile's results `s` into `out` at chunk-relative index `start`.
+fn store(s: &[f32], out: &mut DataMut<'_>, start: usize) {
+    let n = s.len();
+    match out {
+        DataMut::F32(v) => v[start..start + n].copy_from_slice(s),
+        DataMut::Bool(v) => {
+            for (o, &x) in v[start..start + n].iter_mut().zip(s) {
+                *o = u8::from(x != 0.0);
+            }
+        }
+    }
+}
+
+/// The rml-kernels in-place vector function for a transcendental `f`, if any. Each
+/// lane is computed independently (a tail is padded, not run scalar), so an element
+/// gets the same bits wherever a tile or thread chunk boundary falls.
+pub(super) fn vector_kernel(f: UnaryOp) -> Option<fn(&mut [f32])> {
+    use rml_kernels::math;
+    Some(match f {
+        UnaryOp::Exp => math::exp_inplace,
+        UnaryOp::Tanh => math::tanh_inplace,
+        UnaryOp::Sigmoid => math::sigmoid_inplace,
+        UnaryOp::Erf => math::erf_inplace,
+        UnaryOp::Gelu => math::gelu_inplace,
+        UnaryOp::GeluTanh => math::gelu_tanh_inplace,
+        UnaryOp::Silu => math::silu_inplace,
+        UnaryOp::Softplus => math::softplus_inplace,
+        _ => return None,
+    })
+}
+
+/// `d = f(a, b)` elementwise.
+fn map2(d: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
+    for ((d, &x), &y) in d.iter_mut().zip(a).zip(b) {
+        *d = f(x, y);
+    }
+}
+
+/// `d = f(a)` elementwise.
+fn map1(d: &mut [f32], a: &[f32], f: impl Fn(f32) -> f32) {
+    for (d, &x) in d.iter_mut().zip(a) {
+        *d = f(x);
+    }
+}
