@@ -21,6 +21,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -82,15 +83,23 @@ class RmlMode:
         self.graph = self.dir / "graph.json"
         self.threads, self.rml_host = threads, rml_host
         if not self.graph.exists():
-            self.dir.mkdir(parents=True, exist_ok=True)
+            # Exported into a private folder renamed into place, so that sweeps running
+            # side by side (one per thread count) never read a half-written export.
+            tmp = self.dir.with_name(f"{self.dir.name}.tmp{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            (tmp / "inputs").mkdir(parents=True)
             graph = rml_export.export_torch(torch_model, inputs)
-            rml_export.save(graph, self.dir / "graph.tmp.json", weights_file="weights.safetensors")
-            (self.dir / "inputs").mkdir(exist_ok=True)
+            rml_export.save(graph, tmp / "graph.json", weights_file="weights.safetensors")
             dtypes = {"F32": np.float32, "I64": np.int64, "I32": np.int32, "BOOL": np.bool_}
             for k in graph.inputs:
-                np.save(self.dir / "inputs" / f"{k}.npy",
+                np.save(tmp / "inputs" / f"{k}.npy",
                         inputs[k].astype(dtypes[graph.types[k].dtype]))
-            (self.dir / "graph.tmp.json").rename(self.graph)
+            try:
+                tmp.rename(self.dir)
+            except OSError:  # another sweep exported it first
+                shutil.rmtree(tmp, ignore_errors=True)
+                if not self.graph.exists():
+                    raise RuntimeError(f"{self.dir} exists without graph.json: remove it")
         self.pairs = [f"--input={p.stem}={p}" for p in sorted((self.dir / "inputs").glob("*.npy"))]
 
     def outputs(self) -> dict:

@@ -6,7 +6,8 @@ run (all threads), ``wall`` the median wall-clock time. Prints Markdown (the per
 table, geometric means per batch × threads row, cells won, the worst cell, and rml's
 2-thread / 1-thread wall ratio) and writes a PNG bar chart of the ratios.
 
-    python bench/report.py RESULTS.json [--metric cpu|wall] [--plot docs/benchmarks.png]
+    python bench/report.py RESULTS.json [MORE.json …] [--metric cpu|wall]
+        [--plot docs/benchmarks.png] [--merged-out MERGED.json]
 """
 
 import argparse
@@ -118,14 +119,38 @@ def plot(results: dict, metric: str, path: str) -> None:
     fig.savefig(path)
 
 
+def merge(parts: list) -> dict:
+    """One results dict from several: the cells of all (a cell measured twice keeps
+    the first file's), sorted by threads, the first file's model order and batch;
+    ``meta`` is the first file's, with each file's own kept under ``parts``."""
+    if len(parts) == 1:
+        return parts[0]
+    order = {}
+    for p in parts:
+        for m in p["meta"].get("models", []):
+            order.setdefault(m, len(order))
+    unique = {}
+    for p in parts:
+        for c in p["cells"]:
+            unique.setdefault((c["model"], c["batch"], c["threads"]), c)
+    cells = sorted(unique.values(),
+                   key=lambda c: (c["threads"], order.get(c["model"], 0), c["batch"]))
+    return {"meta": {**parts[0]["meta"], "parts": [p["meta"] for p in parts]}, "cells": cells}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("results")
+    p.add_argument("results", nargs="+",
+                   help="results files; several (e.g. one sweep per thread count run side "
+                        "by side) are merged")
     p.add_argument("--metric", choices=("cpu", "wall"), default="cpu")
     p.add_argument("--plot", help="write a PNG of the ratios here")
+    p.add_argument("--merged-out", help="write the merged results file here")
     args = p.parse_args(argv)
-    with open(args.results) as f:
-        results = json.load(f)
+    results = merge([json.load(open(path)) for path in args.results])
+    if args.merged_out:
+        with open(args.merged_out, "w") as f:
+            f.write(json.dumps(results, indent=1) + "\n")
     sys.stdout.write(markdown(results, args.metric))
     if args.plot:
         plot(results, args.metric, args.plot)

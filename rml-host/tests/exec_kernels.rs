@@ -607,11 +607,17 @@ fn batch_norm_equals_the_interpreter_exactly() {
 fn matmul_of_two_activations_matches_the_interpreter_within_a_k_bound() {
     // Batched (rank 3 and 4) with each transpose combination, and K across the
     // GEMM's K block; both operands are graph inputs, so no weight is packed.
+    // `exec_all` splits every step on 2 and 3 threads: by batch entries (5 entries
+    // over 3 chunks), or for one entry by row blocks (40 rows: 3 chunks; 20 rows: 2,
+    // each kept above the GEMM's small-M bound) — with the same bits.
     for (ci, (batch, m, k, n, ta, tb)) in [
         (vec![3], 5, 7, 4, false, false),
         (vec![2], 9, 300, 17, true, false),
         (vec![2, 2], 4, 6, 20, false, true),
         (vec![1], 1, 33, 8, true, true),
+        (vec![5], 3, 10, 9, false, true),
+        (vec![1], 40, 300, 20, false, false),
+        (vec![1], 20, 12, 5, true, false),
     ]
     .into_iter()
     .enumerate()

@@ -22,7 +22,7 @@ use rml_core::{DType, Shape, TensorView, TensorViewMut};
 use super::arena::{BufferPool, MAX_IO, split};
 use super::attention::{Attention, Mask, Operand};
 use super::batch_norm::{ChannelParams, batch_norm};
-use super::batched_matmul::matmul;
+use super::batched_matmul::{Split, matmul};
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
 use super::conv::{ConvIo, ConvKind};
@@ -687,6 +687,10 @@ impl Ctx<'_> {
                 (b_data, b.shape().dims()),
                 [transpose_a, transpose_b],
                 words,
+                Split {
+                    chunks: &|n, cost| self.chunks(n, cost),
+                    parallel: &|n, f| self.parallel(n, f),
+                },
             )
         {
             return Some(Ok(()));
