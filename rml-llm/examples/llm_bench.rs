@@ -6,7 +6,10 @@
 //! weight once), each of REPS rounds prefills PROMPT_TOKENS fixed token ids
 //! into a fresh cache (last-token logits only) and then decodes DECODE_TOKENS greedy
 //! tokens one at a time; it prints one line per round:
-//! `{"pp_tok_s": …, "tg_tok_s": …}` (wall-clock tokens per second), then one line
+//! `{"pp_tok_s": …, "tg_tok_s": …, "pp_cpu_ms": …, "tg_cpu_ms_per_tok": …}`
+//! (wall-clock tokens per second; CPU time of every thread of the process for the
+//! prefill and per decoded token, from `/proc/self/task/*/schedstat`, 0 where
+//! those files do not exist: what to compare on a loaded machine), then one line
 //! `{"peak_rss_kb": …, "kv_bytes": …, "parameter_bytes": …}`: the process's peak
 //! resident set (`VmHWM` of `/proc/self/status`, mapped file pages included; 0
 //! where that file does not exist), the f32 KV cache's bytes and
@@ -48,20 +51,23 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         let (pp, tg) = if round == 0 { (pp.min(8), 2) } else { (pp, tg) };
         let mut cache = model.new_cache(prompt.len() + tg);
         kv_bytes = cache.bytes();
-        let start = Instant::now();
+        let (start, cpu0) = (Instant::now(), cpu_ns());
         let last = model.forward_with(&prompt[..pp], &mut cache, &mut ws, Logits::Last)?;
         let mut token = argmax(last);
         let prefill = start.elapsed().as_secs_f64();
-        let start = Instant::now();
+        let (start, cpu1) = (Instant::now(), cpu_ns());
         for _ in 0..tg {
             token = argmax(model.forward_with(&[token], &mut cache, &mut ws, Logits::Last)?);
         }
         let decode = start.elapsed().as_secs_f64();
+        let cpu2 = cpu_ns();
         if round > 0 {
             println!(
-                "{{\"pp_tok_s\": {:.3}, \"tg_tok_s\": {:.3}}}",
+                "{{\"pp_tok_s\": {:.3}, \"tg_tok_s\": {:.3}, \"pp_cpu_ms\": {:.3}, \"tg_cpu_ms_per_tok\": {:.4}}}",
                 pp as f64 / prefill,
-                tg as f64 / decode.max(1e-9)
+                tg as f64 / decode.max(1e-9),
+                cpu1.saturating_sub(cpu0) as f64 / 1e6,
+                cpu2.saturating_sub(cpu1) as f64 / 1e6 / tg.max(1) as f64
             );
         }
     }
@@ -71,6 +77,18 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         model.parameter_bytes()
     );
     Ok(())
+}
+
+/// CPU time in ns of every thread of this process (the first field of each
+/// `/proc/self/task/*/schedstat`; 0 where those files do not exist).
+fn cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// `VmHWM` of `/proc/self/status` in kB (0 when unavailable).

@@ -51,7 +51,7 @@ impl AttentionSpec {
     /// Attention of the queries `q` (`rows × n_heads·head_dim`, positions
     /// `start..start + rows`) over the cached keys and values (every visible
     /// position present) into `out` (shaped like `q`). `scores` is scratch of at
-    /// least `2·(start + rows)` values.
+    /// least `start + rows` values.
     pub fn run<T: KvElement + Weight>(
         &self,
         q: &[f32],
@@ -73,7 +73,8 @@ impl AttentionSpec {
     /// the query heads of the key/value heads `kv_heads` only, into `out` (those
     /// query heads: `kv_heads.len()·(n_heads / n_kv_heads)·head_dim` values); each
     /// head is computed exactly as by [`AttentionSpec::run`], so a decode step can
-    /// split the heads across threads. `scores` is scratch of at least `2·(pos + 1)`.
+    /// split the heads across threads. `scores` is scratch of at least `pos + 1`
+    /// values (one row, reused by each head; the softmax runs in place).
     pub fn run_heads<T: KvElement + Weight>(
         &self,
         q: &[f32],
@@ -85,9 +86,9 @@ impl AttentionSpec {
     ) -> Result<()> {
         let (hd, kv_dim) = (self.head_dim, self.n_kv_heads * self.head_dim);
         let group = self.n_heads / self.n_kv_heads;
-        let (raw, probs) = scores.split_at_mut(pos + 1);
         let first = self.first_visible(pos);
         let n = pos + 1 - first;
+        let probs = &mut scores[..n];
         let heads = kv_heads.start * group..kv_heads.end * group;
         let ctx = || Error::core("decode attention");
         let epi = Epilogue::default();
@@ -101,15 +102,14 @@ impl AttentionSpec {
                 }
                 let keys = MatRef::new(&kv.keys[slot * kv_dim + kvh * hd..], len, hd, kv_dim, 1)
                     .map_err(ctx())?;
-                let s = MatMut::new(&mut raw[col..], 1, len, len, 1).map_err(ctx())?;
+                let s = MatMut::new(&mut probs[col..], 1, len, len, 1).map_err(ctx())?;
                 gemv_nk(self.scale, qh, keys, 0.0, s, &epi).map_err(ctx())?;
                 col += len;
             }
             if let Some(cap) = self.softcap {
-                softcap(&mut raw[..n], cap);
+                softcap(probs, cap);
             }
-            probs[..n].copy_from_slice(&raw[..n]);
-            softmax_rows_inplace(&mut probs[..n], n).map_err(ctx())?;
+            softmax_rows_inplace(probs, n).map_err(ctx())?;
             let mut col = 0;
             for (slot, len) in segments(first, n, kv.slots) {
                 if len == 0 {

@@ -17,7 +17,7 @@ use crate::quant::avx2::{bits_to_bytes, ld128, ld256, nibbles};
 const KCB: usize = KC / 32;
 
 /// Per activation row and block of the chunk: `d_a`, `o·Σy` and Q8_1's `s`.
-pub(super) struct ActTable([[(f32, i32, f32); KCB]; MC]);
+pub(super) struct ActTable(pub(super) [[(f32, i32, f32); KCB]; MC]);
 
 impl Default for ActTable {
     fn default() -> Self {

@@ -8,12 +8,16 @@
 //! per 8 weight rows × 4 elements, i16 sums widened only once per block (or
 //! sub-block), one f32 FMA per block and 8 rows. docs/kernels.md has the µop count.
 //!
+//! Q8_0 runs on `vpdpbusd` where the CPU has AVX512-VNNI ([`vnni`]), with identical
+//! results.
+//!
 //! Loops (outside in): `MC` activation rows, `KC` elements of K, the panels of
 //! weight rows, groups of `MR` activation rows. Output is written for the first K
 //! chunk and accumulated for the others.
 
 mod b32;
 mod kquant;
+mod vnni;
 
 use core::arch::x86_64::*;
 
@@ -112,6 +116,7 @@ pub(super) fn gemm(
     let args = Args { w, k, acts, m, ldo };
     match weight {
         DType::Q4_0 => run::<b32::B32<b32::Q4_0>>(&args, weight, out),
+        DType::Q8_0 if vnni::supported() => run::<vnni::Q8Vnni>(&args, weight, out),
         DType::Q8_0 => run::<b32::B32<b32::Q8_0>>(&args, weight, out),
         DType::Q5_0 => run::<b32::B32<b32::Q5_0>>(&args, weight, out),
         DType::Q4_1 => run::<b32::B32<b32::Q4_1>>(&args, weight, out),
