@@ -5,9 +5,10 @@
 //! - [`Tensor`]: an owned tensor (dtype, shape, strides) over shared storage — an
 //!   aligned heap buffer or a zero-copy window of a memory-mapped file ([`Buffer`]) —
 //!   with cheap views and checked conversion to `rml-core` views;
-//! - [`ThreadPool`]: a rayon pool with a deterministic static partition and a cost
-//!   threshold below which work stays on the calling thread, and a spinning [`team`]
-//!   of workers for many short phases (LLM decode);
+//! - [`ThreadPool`]: a thread count, a spinning [`team`] of workers for many short
+//!   phases (LLM decode, the graph executor's split steps), the deterministic static
+//!   split every parallel caller uses, and a cost threshold below which work stays
+//!   on the calling thread;
 //! - [`formats`]: safetensors (single and sharded), GGUF, `.npy`/`.npz` and checkpoints, read
 //!   by mmap and validated completely before use, each with a writer;
 //! - [`Error`]: the crate's typed error, naming the file, field and tensor at fault;

@@ -8,6 +8,7 @@
 //! own bounds are checked in `exec_kernels.rs`).
 
 mod exec_support;
+mod graph_support;
 
 use rml_core::{DType, Shape};
 use rml_host::graph::{
@@ -73,59 +74,19 @@ fn check_all(
     }
 }
 
-/// A JSON tensor `{dtype, shape, data}`.
-fn dense(t: &Value) -> DenseTensor {
-    let dims: Vec<usize> = t["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect();
-    let items = t["data"].as_array().unwrap();
-    let data = match t["dtype"].as_str().unwrap() {
-        "F32" => Buffer::F32(items.iter().map(|v| v.as_f64().unwrap() as f32).collect()),
-        "I64" => Buffer::I64(items.iter().map(|v| v.as_i64().unwrap()).collect()),
-        "BOOL" => Buffer::Bool(items.iter().map(|v| v.as_u64().unwrap() as u8).collect()),
-        other => panic!("fixture dtype {other}"),
-    };
-    DenseTensor {
-        shape: Shape::new(&dims).unwrap(),
-        data,
-    }
-}
-
 #[test]
 fn every_numpy_case_matches_the_interpreter() {
     let dir = format!("{}/tests/fixtures/graph/run", env!("CARGO_MANIFEST_DIR"));
     let mut cases = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let mut constants = MemoryConstants::new();
-        for (name, t) in doc["constants"].as_object().unwrap() {
-            let t = dense(t);
-            constants.insert(name, t.shape.dims(), t.data);
-        }
-        let graph = load_graph(&doc["graph"].to_string(), &constants).unwrap();
-        let inputs: Vec<DenseTensor> = doc["inputs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(dense)
-            .collect();
-        let expected: Vec<DenseTensor> = doc["outputs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(dense)
-            .collect();
+        let c = graph_support::run_case(&path);
         let what = path.display().to_string();
-        check_all(&graph, &constants, &inputs, 1e-5, &what);
-        let tol = doc["tolerance"].as_f64().unwrap() as f32;
+        check_all(&c.graph, &c.constants, &c.inputs, 1e-5, &what);
         close(
-            &exec(&graph, &constants, &inputs, Options::default()),
-            &expected,
-            tol,
+            &exec(&c.graph, &c.constants, &c.inputs, Options::default()),
+            &c.expected,
+            c.tolerance,
             &what,
         );
         cases += 1;
@@ -150,12 +111,7 @@ fn every_hand_written_graph_matches_the_interpreter() {
             .flatten()
             .enumerate()
         {
-            let dims: Vec<usize> = c["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap() as usize)
-                .collect();
+            let dims = graph_support::dims(&c["shape"]);
             let n = dims.iter().product();
             let data = match DType::parse(c["dtype"].as_str().unwrap()).unwrap() {
                 DType::I64 => Buffer::I64((0..n as i64).map(|k| k % 3).collect()),

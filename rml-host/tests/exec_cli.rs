@@ -4,38 +4,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod graph_support;
+
+use graph_support::{dense, fixture};
 use rml_host::formats::{npy, safetensors};
 use rml_host::graph::tensors::to_tensor;
-use rml_host::graph::{Buffer, DenseTensor};
 use serde_json::Value;
-
-/// A JSON tensor `{dtype, shape, data}` (F32).
-fn dense(t: &Value) -> DenseTensor {
-    let dims: Vec<usize> = t["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect();
-    let data = t["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap() as f32)
-        .collect();
-    DenseTensor {
-        shape: rml_core::Shape::new(&dims).unwrap(),
-        data: Buffer::F32(data),
-    }
-}
 
 /// Writes the graph folder under the target directory and returns the graph path.
 fn folder(name: &str) -> PathBuf {
-    let case = format!(
-        "{}/tests/fixtures/graph/run/mlp.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(case).unwrap()).unwrap();
+    let doc = fixture("run/mlp.json");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(dir.join("inputs")).unwrap();
     std::fs::create_dir_all(dir.join("expected")).unwrap();

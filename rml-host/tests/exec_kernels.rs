@@ -7,7 +7,9 @@ mod exec_support;
 
 use exec_support::{decl, exec_all, f32s};
 use rml_core::Shape;
-use rml_host::graph::{Buffer, DenseTensor, Executor, MemoryConstants, Options, load_graph, run};
+use rml_host::graph::{
+    Buffer, DenseTensor, Executor, Graph, MemoryConstants, Options, load_graph, run,
+};
 use rml_kernels::math;
 use serde_json::{Value, json};
 
@@ -24,15 +26,24 @@ const BOTH_SIDES: f64 = 2.0;
 /// is against the exact value: one extra ulp covers both.
 const REFERENCE_ULP: f64 = 1.0;
 
-/// One-op graphs `y = op(x)` for `x [N, width]`.
-fn graph(nodes: Vec<Value>, constants: Vec<Value>, width: usize, outputs: &[&str]) -> String {
-    json!({
-        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
-        "inputs": [decl("x", json!(["N", width]))],
-        "constants": constants, "nodes": nodes,
-        "outputs": outputs.iter().map(|o| decl(o, json!(["N", width]))).collect::<Vec<_>>()
-    })
-    .to_string()
+/// The graph of `nodes` on `x [N, width]` with outputs `outputs` (each `[N, width]`)
+/// and one `[width]` parameter per name of `params`, filled from `seed`, `seed + 1`, …
+fn rows_graph(
+    width: usize,
+    params: &[&str],
+    seed: u64,
+    nodes: Vec<Value>,
+    outputs: &[&str],
+) -> (Graph, MemoryConstants) {
+    let mut constants = MemoryConstants::new();
+    for (i, name) in params.iter().enumerate() {
+        let values = exec_support::values(width, seed + i as u64);
+        constants.insert(name, &[width], Buffer::F32(values));
+    }
+    let decls = params.iter().map(|c| decl(c, json!([width]))).collect();
+    let doc = exec_support::rows_graph(width, decls, nodes, outputs);
+    let g = load_graph(&doc.to_string(), &constants).unwrap();
+    (g, constants)
 }
 
 #[test]
@@ -137,8 +148,8 @@ fn fused_transcendentals_stay_within_the_kernel_ulp_bounds() {
         nodes.push(json!({"op": op, "inputs": ["s"], "outputs": [out]}));
     }
     let names: Vec<&str> = outs.iter().map(String::as_str).collect();
-    let text = graph(nodes, vec![decl("eight", json!([]))], width, &names);
-    let g = load_graph(&text, &constants).unwrap();
+    let doc = exec_support::rows_graph(width, vec![decl("eight", json!([]))], nodes, &names);
+    let g = load_graph(&doc.to_string(), &constants).unwrap();
     let x = exec_support::tensor(&[50, width], 11);
     let xs = f32s(&x.data);
     let want = run(&g, &constants, std::slice::from_ref(&x)).unwrap();
@@ -165,14 +176,6 @@ fn fused_transcendentals_stay_within_the_kernel_ulp_bounds() {
 #[test]
 fn norm_and_softmax_row_kernels_match_the_interpreter() {
     let width = 67;
-    let mut constants = MemoryConstants::new();
-    for (i, c) in ["g", "b"].iter().enumerate() {
-        constants.insert(
-            c,
-            &[width],
-            Buffer::F32(exec_support::values(width, 20 + i as u64)),
-        );
-    }
     let nodes = vec![
         json!({"op": "layer_norm", "inputs": ["x", "g", "b"], "outputs": ["ln"]}),
         json!({"op": "layer_norm", "inputs": ["x"], "outputs": ["ln_plain"]}),
@@ -180,8 +183,7 @@ fn norm_and_softmax_row_kernels_match_the_interpreter() {
         json!({"op": "softmax", "inputs": ["x"], "outputs": ["sm"]}),
     ];
     let names = ["ln", "ln_plain", "rms", "sm"];
-    let decls = vec![decl("g", json!([width])), decl("b", json!([width]))];
-    let g = load_graph(&graph(nodes, decls, width, &names), &constants).unwrap();
+    let (g, constants) = rows_graph(width, &["g", "b"], 20, nodes, &names);
     // 150 rows: 2 and 3 threads split them (`exec_all` splits every step).
     rows_match_the_interpreter(&g, &constants, [150, width], 5, &names);
 }
@@ -191,7 +193,7 @@ fn norm_and_softmax_row_kernels_match_the_interpreter() {
 /// the outputs `names` agree within the row sums' rounding: `width` terms summed in
 /// another order, a few ulps of the row's scale.
 fn rows_match_the_interpreter(
-    g: &rml_host::graph::Graph,
+    g: &Graph,
     constants: &MemoryConstants,
     [rows, width]: [usize; 2],
     seed: u64,
@@ -226,14 +228,7 @@ fn layer_norm_runs_as_the_prologue_of_the_program_after_it() {
         (300, false, 1, true),
         (3000, true, 1, false),
     ] {
-        let mut constants = MemoryConstants::new();
-        let mut decls = Vec::new();
         let mut ln_inputs = vec!["x"];
-        for (i, c) in ["g", "b", "s"].iter().enumerate() {
-            let v = exec_support::values(width, 30 + i as u64);
-            constants.insert(c, &[width], Buffer::F32(v));
-            decls.push(decl(c, json!([width])));
-        }
         if affine {
             ln_inputs.extend(["g", "b"]);
         }
@@ -245,7 +240,7 @@ fn layer_norm_runs_as_the_prologue_of_the_program_after_it() {
             json!({"op": "add", "inputs": ["ge", "x"], "outputs": ["y"]}),
         ];
         let names: &[&str] = if ln_out { &["y", "ln"] } else { &["y"] };
-        let g = load_graph(&graph(nodes, decls, width, names), &constants).unwrap();
+        let (g, constants) = rows_graph(width, &["g", "b", "s"], 30, nodes, names);
         let e = Executor::new(g.clone(), &constants, Options::default()).unwrap();
         let labels: Vec<&str> = e.steps().iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["layer_norm => mul + gelu + add"], "width {width}");
@@ -258,13 +253,11 @@ fn layer_norm_runs_as_the_prologue_of_the_program_after_it() {
 
 #[test]
 fn layer_norm_over_several_axes_is_not_a_prologue() {
-    let width = 8;
-    let constants = MemoryConstants::new();
     let nodes = vec![
         json!({"op": "layer_norm", "inputs": ["x"], "outputs": ["ln"], "attrs": {"axis": 0}}),
         json!({"op": "gelu", "inputs": ["ln"], "outputs": ["y"]}),
     ];
-    let g = load_graph(&graph(nodes, Vec::new(), width, &["y"]), &constants).unwrap();
+    let (g, constants) = rows_graph(8, &[], 0, nodes, &["y"]);
     let e = Executor::new(g, &constants, Options::default()).unwrap();
     let labels: Vec<&str> = e.steps().iter().map(|s| s.label.as_str()).collect();
     assert_eq!(labels, ["layer_norm", "gelu"]);
@@ -433,11 +426,7 @@ fn conv2d_gemm_matches_a_direct_convolution_within_a_k_bound() {
 }
 
 /// A convolution graph, its constants, and its weight, bias and output dims.
-type ConvFixture = (
-    rml_host::graph::Graph,
-    MemoryConstants,
-    (Vec<f32>, Vec<f32>, [usize; 4]),
-);
+type ConvFixture = (Graph, MemoryConstants, (Vec<f32>, Vec<f32>, [usize; 4]));
 
 /// A single-node `conv2d` graph for `c` (input `x`, weights from `seed`), or with
 /// `bn = Some(ε)` a `conv2d → batch_norm → relu` chain; the constants, and the

@@ -2,65 +2,28 @@
 //! (written by `scripts/fixtures/graph.py`) is a graph with weights, inputs and
 //! expected outputs computed in float64.
 
-use rml_core::{DType, Shape};
-use rml_host::graph::{Buffer, DenseTensor, GraphError, MemoryConstants, load_graph, run};
-use serde_json::Value;
+mod graph_support;
 
-/// A JSON tensor `{dtype, shape, data}` as a dense tensor.
-fn dense(t: &Value) -> DenseTensor {
-    let dims: Vec<usize> = t["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect();
-    let items = t["data"].as_array().unwrap();
-    let data = match t["dtype"].as_str().unwrap() {
-        "F32" => Buffer::F32(items.iter().map(|v| v.as_f64().unwrap() as f32).collect()),
-        "I64" => Buffer::I64(items.iter().map(|v| v.as_i64().unwrap()).collect()),
-        "BOOL" => Buffer::Bool(items.iter().map(|v| v.as_u64().unwrap() as u8).collect()),
-        other => panic!("fixture dtype {other}"),
-    };
-    DenseTensor {
-        shape: Shape::new(&dims).unwrap(),
-        data,
-    }
+use graph_support::{RunCase, fixture_dir, run_case};
+use rml_core::{DType, Shape};
+use rml_host::graph::{Buffer, DenseTensor, GraphError, MemoryConstants, run};
+
+/// Case `name` of `fixtures/graph/run/`.
+fn case(name: &str) -> RunCase {
+    run_case(&fixture_dir().join("run").join(format!("{name}.json")))
 }
 
 /// Loads case `name`, runs it, and returns (outputs, expected, tolerance).
-fn run_case(name: &str) -> (Vec<DenseTensor>, Vec<DenseTensor>, f32) {
-    let path = format!(
-        "{}/tests/fixtures/graph/run/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut constants = MemoryConstants::new();
-    for (cname, t) in doc["constants"].as_object().unwrap() {
-        let t = dense(t);
-        constants.insert(cname, t.shape.dims(), t.data);
-    }
-    let graph =
-        load_graph(&doc["graph"].to_string(), &constants).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let inputs: Vec<DenseTensor> = doc["inputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(dense)
-        .collect();
-    let outputs = run(&graph, &constants, &inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let expected = doc["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(dense)
-        .collect();
-    (outputs, expected, doc["tolerance"].as_f64().unwrap() as f32)
+fn run_numpy_case(name: &str) -> (Vec<DenseTensor>, Vec<DenseTensor>, f32) {
+    let c = case(name);
+    let outputs = run(&c.graph, &c.constants, &c.inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (outputs, c.expected, c.tolerance)
 }
 
 /// Runs case `name` and compares every output: floats within `tolerance` relative to
 /// `1 + |expected|`, integers and booleans exactly.
 fn check(name: &str) {
-    let (outputs, expected, tol) = run_case(name);
+    let (outputs, expected, tol) = run_numpy_case(name);
     assert_eq!(outputs.len(), expected.len());
     for (i, (got, want)) in outputs.iter().zip(&expected).enumerate() {
         assert_eq!(got.shape, want.shape, "{name}: output {i} shape");
@@ -110,17 +73,12 @@ fn embedding_masks_and_integer_ops_match_numpy() {
 
 #[test]
 fn run_rejects_wrong_input_data() {
-    let path = format!(
-        "{}/tests/fixtures/graph/run/mlp.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut constants = MemoryConstants::new();
-    for (cname, t) in doc["constants"].as_object().unwrap() {
-        let t = dense(t);
-        constants.insert(cname, t.shape.dims(), t.data);
-    }
-    let graph = load_graph(&doc["graph"].to_string(), &constants).unwrap();
+    let RunCase {
+        graph,
+        constants,
+        mut inputs,
+        ..
+    } = case("mlp");
     let wrong_dtype = DenseTensor {
         shape: Shape::new(&[1, 8]).unwrap(),
         data: Buffer::I64(vec![0; 8]),
@@ -135,7 +93,7 @@ fn run_rejects_wrong_input_data() {
     assert!(e.to_string().contains("needs 16 elements, got 8"), "{e}");
     let mut described = MemoryConstants::new();
     described.describe_tensor("w1", DType::F32, &[16, 8]);
-    let e = run(&graph, &described, &[dense(&doc["inputs"][0])]).unwrap_err();
+    let e = run(&graph, &described, &[inputs.swap_remove(0)]).unwrap_err();
     assert!(
         matches!(e, GraphError::Run { .. }) && e.to_string().contains("no data"),
         "{e}"

@@ -3,8 +3,10 @@
 //! set (changing the environment of a running multi-threaded process is unsound).
 
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rml_host::ThreadPool;
+use rml_host::pool::{chunk_range, split_count};
 
 const CHILD: &str = "RML_POOL_ENV_EXPECT";
 
@@ -13,8 +15,14 @@ fn global_pool_follows_rml_num_threads() {
     if let Ok(expected) = std::env::var(CHILD) {
         let pool = ThreadPool::global();
         assert_eq!(pool.threads().to_string(), expected);
-        let sums: Vec<usize> = pool.map_chunks(1000, 1, 1, |r| r.sum());
-        assert_eq!(sums.iter().sum::<usize>(), 999 * 1000 / 2);
+        // One chunk per thread, summed on the team, against the closed form.
+        let chunks = split_count(1000, 1, pool.threads());
+        assert_eq!(chunks, pool.threads());
+        let sum = AtomicUsize::new(0);
+        pool.run_team(chunks, &|i| {
+            sum.fetch_add(chunk_range(1000, chunks, i).sum(), Ordering::Relaxed);
+        });
+        assert_eq!(sum.into_inner(), 999 * 1000 / 2);
         return;
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());

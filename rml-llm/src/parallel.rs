@@ -4,16 +4,16 @@
 //! the token rows (each thread runs the GEMM on its rows). Several outputs of one
 //! input (q/k/v, gate/up) go out together, thread `t` taking chunk `t` of each.
 //!
-//! The split depends only on the shapes and the thread count: chunk `t` of `rows`
-//! rows is `chunk_range(rows, split_count(rows, grain, threads), t)`, and every chunk
-//! has at least `grain` rows, so a kernel chosen by row count sees the same choice on
-//! every thread as a single thread would.
+//! The split is `rml_host::pool`'s and depends only on the shapes and the thread
+//! count: chunk `t` of `rows` rows is `chunk_range(rows, split_count(rows, grain,
+//! threads), t)`, and every chunk has at least `grain` rows, so a kernel chosen by
+//! row count sees the same choice on every thread as a single thread would.
 
 use std::ops::Range;
 use std::sync::Mutex;
 
 use rml_host::ThreadPool;
-use rml_host::pool::chunk_range;
+use rml_host::pool::{self, row_blocks};
 
 use crate::error::{Error, Result};
 
@@ -24,7 +24,7 @@ const MAX_CHUNKS: usize = 64;
 /// possible with at least `grain` rows each, at most `threads` (and [`MAX_CHUNKS`]),
 /// at least 1.
 pub(crate) fn split_count(rows: usize, grain: usize, threads: usize) -> usize {
-    (rows / grain.max(1)).min(threads).clamp(1, MAX_CHUNKS)
+    pool::split_count(rows, grain, threads.min(MAX_CHUNKS))
 }
 
 /// Calls `f(j, rows, piece)` for each chunk of each output `outs[j]` (rows of
@@ -76,13 +76,9 @@ where
     let slots: [Mutex<[Option<Piece<'_>>; N]>; MAX_CHUNKS] =
         std::array::from_fn(|_| Mutex::new([const { None }; N]));
     for (j, out) in outs.into_iter().enumerate() {
-        let mut rest = out;
-        for (t, slot) in slots.iter().enumerate().take(chunks[j]) {
-            let range = chunk_range(rows[j], chunks[j], t);
-            let len = range.len() * row_lens[j].max(1);
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
-            lock(slot)[j] = Some((range, head));
-            rest = tail;
+        let blocks = row_blocks(out, [rows[j], row_lens[j].max(1)], chunks[j]);
+        for (slot, piece) in slots.iter().zip(blocks) {
+            lock(slot)[j] = Some(piece);
         }
     }
     let failure: Mutex<Option<Error>> = Mutex::new(None);

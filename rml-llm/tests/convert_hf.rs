@@ -6,6 +6,10 @@
 //! model's HF directory, converted by the real binary, must greedy-decode the
 //! `transformers` tokens (`scripts/fixtures/generate.py`).
 
+#[path = "support/json.rs"]
+mod json;
+use json::ids;
+
 #[path = "support/cli.rs"]
 mod cli;
 use cli::*;
@@ -114,14 +118,6 @@ family_tests! {
     gemma3_to_gguf_matches_transformers => "gemma3",
     phi3_to_gguf_matches_transformers => "phi3",
     phi3_longrope_to_gguf_matches_transformers => "phi3_longrope",
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 /// The tokenizer that rml reads back from the GGUF metadata converted from

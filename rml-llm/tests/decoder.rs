@@ -36,8 +36,7 @@ fn fixture(family: &str) -> PathBuf {
 
 fn load(family: &str) -> Model {
     let dir = fixture(family);
-    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
-    let config = Config::from_hf_json(&text).unwrap();
+    let config = Config::from_hf_dir(&dir).unwrap();
     let src = SafetensorsSource::open(&dir).unwrap();
     Model::load(config, &src).unwrap()
 }

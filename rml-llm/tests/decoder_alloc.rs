@@ -18,8 +18,8 @@ fn fixture(family: &str) -> PathBuf {
 
 fn hf_model(family: &str) -> Model {
     let dir = fixture(family);
-    let config = Config::from_hf_json(&std::fs::read_to_string(dir.join("config.json")).unwrap());
-    Model::load(config.unwrap(), &SafetensorsSource::open(&dir).unwrap()).unwrap()
+    let config = Config::from_hf_dir(&dir).unwrap();
+    Model::load(config, &SafetensorsSource::open(&dir).unwrap()).unwrap()
 }
 
 fn assert_decode_allocates_nothing(name: &str, model: &Model, kv: KvDtype) {

@@ -261,3 +261,22 @@ fn gguf_yarn_and_phi3_longrope_metadata() {
         }
     );
 }
+
+#[test]
+fn a_checkpoint_directory_is_read_through_its_config_json() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/decoder");
+    // The values written in tests/fixtures/decoder/llama/config.json.
+    let c = Config::from_hf_dir(&dir.join("llama")).unwrap();
+    assert_eq!(c.family, Family::Llama);
+    assert_eq!(
+        [c.vocab_size, c.hidden_size, c.intermediate_size, c.n_layers],
+        [256, 64, 96, 2]
+    );
+    assert_eq!([c.n_heads, c.n_kv_heads, c.head_dim], [4, 2, 16]);
+    // A directory without one: an error naming the file.
+    let err = Config::from_hf_dir(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains("decoder/config.json") && err.contains("cannot read"),
+        "{err}"
+    );
+}

@@ -19,7 +19,7 @@ fn dir(name: &str) -> PathBuf {
 }
 
 fn config(name: &str) -> Config {
-    Config::from_hf_json(&std::fs::read_to_string(dir(name).join("config.json")).unwrap()).unwrap()
+    Config::from_hf_dir(&dir(name)).unwrap()
 }
 
 fn load(name: &str, config: Config) -> Model {

@@ -16,8 +16,7 @@ fn fixture(family: &str) -> PathBuf {
 }
 
 fn config(family: &str) -> Config {
-    Config::from_hf_json(&std::fs::read_to_string(fixture(family).join("config.json")).unwrap())
-        .unwrap()
+    Config::from_hf_dir(&fixture(family)).unwrap()
 }
 
 fn logits(model: &Model) -> Vec<f32> {

@@ -2,6 +2,10 @@
 //! `transformers` (fixture from `scripts/fixtures/generate.py`), stop strings, the token
 //! budget, cancellation, the context policy and cache reuse across calls.
 
+#[path = "support/json.rs"]
+mod json;
+use json::ids;
+
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
@@ -31,14 +35,6 @@ fn budget(n: usize) -> StopConfig {
         max_tokens: Some(n),
         ..StopConfig::default()
     }
-}
-
-fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 #[test]

@@ -5,6 +5,10 @@
 //! rejection and cache rollback run), stop handling, continuation, the cancel flag
 //! and errors.
 
+#[path = "support/json.rs"]
+mod json;
+use json::ids;
+
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,14 +41,6 @@ fn floats(v: &serde_json::Value) -> Vec<f64> {
         .unwrap()
         .iter()
         .map(|x| x.as_str().unwrap().parse().unwrap())
-        .collect()
-}
-
-fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
         .collect()
 }
 

@@ -3,6 +3,10 @@
 //! decoded text with and without skipping special tokens, for every sample, and the ids
 //! of text pairs joined by the pair template.
 
+#[path = "support/json.rs"]
+mod json;
+use json::ids;
+
 use std::path::PathBuf;
 
 use rml_llm::tokenizer::Tokenizer;
@@ -18,14 +22,6 @@ fn fixture_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(folder)
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 /// Checks every case of one fixture; returns (cases, failures as messages).

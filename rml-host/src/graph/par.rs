@@ -13,7 +13,7 @@
 use std::ops::Range;
 use std::sync::Mutex;
 
-use crate::pool::chunk_range;
+use crate::pool::{chunk_range, row_blocks, split_count};
 
 /// Most chunks an output is split into.
 pub const MAX_CHUNKS: usize = 16;
@@ -71,11 +71,8 @@ pub fn gemm_chunks(chunks: usize, items: usize, rows_per_item: usize) -> usize {
     if items.saturating_mul(rows_per_item) <= small {
         return 1;
     }
-    let mut chunks = chunks.max(1);
-    while chunks > 1 && (items / chunks).saturating_mul(rows_per_item) <= small {
-        chunks -= 1;
-    }
-    chunks
+    // Every chunk gets at least the fewest items whose rows are more than `small`.
+    split_count(items, small / rows_per_item + 1, chunks)
 }
 
 /// Splits `out` (`rows` rows of `row_len` values) into `chunks` near-equal blocks of
@@ -90,12 +87,8 @@ pub fn for_row_blocks(
 ) {
     let chunks = chunks.clamp(1, rows.clamp(1, MAX_CHUNKS));
     let slots: [Mutex<Option<&mut [f32]>>; MAX_CHUNKS] = std::array::from_fn(|_| Mutex::new(None));
-    let mut rest = out;
-    for (i, slot) in slots.iter().enumerate().take(chunks) {
-        let len = chunk_range(rows, chunks, i).len() * row_len;
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
-        *slot.lock().expect("fresh mutex") = Some(head);
-        rest = tail;
+    for (slot, (_, block)) in slots.iter().zip(row_blocks(out, [rows, row_len], chunks)) {
+        *slot.lock().expect("fresh mutex") = Some(block);
     }
     parallel(chunks, &|i| {
         if let Some(block) = slots[i].lock().ok().and_then(|mut s| s.take()) {
@@ -106,7 +99,7 @@ pub fn for_row_blocks(
 
 #[cfg(test)]
 mod tests {
-    use super::{Cost, MIN_CHUNK_PS, chunk_count, gemm_chunks};
+    use super::{Cost, MIN_CHUNK_PS, chunk_count, chunk_range, gemm_chunks};
 
     #[test]
     fn small_steps_stay_on_one_chunk() {
@@ -138,5 +131,20 @@ mod tests {
         assert_eq!(gemm_chunks(3, 2 * small + 2, 1), 2);
         assert_eq!(gemm_chunks(3, 3 * small + 3, 1), 3);
         assert_eq!(gemm_chunks(4, 6, small / 2 + 1), 3);
+        // Brute force: the most chunks up to the bound whose every chunk has more
+        // than SMALL_M rows (1 when none).
+        for (chunks, items, per) in (1..=5).flat_map(|c| {
+            (0..4 * small).flat_map(move |i| [1, 2, 3, small].map(move |p| (c, i, p)))
+        }) {
+            let want = (1..=chunks)
+                .filter(|&k| (0..k).all(|t| chunk_range(items, k, t).len() * per > small))
+                .max()
+                .unwrap_or(1);
+            assert_eq!(
+                gemm_chunks(chunks, items, per),
+                want,
+                "{chunks} {items} {per}"
+            );
+        }
     }
 }

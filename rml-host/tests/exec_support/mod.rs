@@ -60,6 +60,22 @@ pub fn decl(name: &str, shape: Value) -> Value {
     json!({"name": name, "dtype": "F32", "shape": shape})
 }
 
+/// A graph document on one input `x [N, width]`: the `constants` declared, the
+/// `nodes`, and the F32 `outputs`, each `[N, width]`.
+pub fn rows_graph(
+    width: usize,
+    constants: Vec<Value>,
+    nodes: Vec<Value>,
+    outputs: &[&str],
+) -> Value {
+    json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", json!(["N", width]))],
+        "constants": constants, "nodes": nodes,
+        "outputs": outputs.iter().map(|o| decl(o, json!(["N", width]))).collect::<Vec<_>>()
+    })
+}
+
 /// `x [N, width]` through `layers` of layer_norm, then
 /// `gelu(x * s + b) + x` (an elementwise run the fusion pass merges).
 pub fn norm_gelu_chain(width: usize, layers: usize) -> Value {
@@ -84,28 +100,18 @@ pub fn norm_gelu_chain(width: usize, layers: usize) -> Value {
         nodes.push(json!({"op": "add", "inputs": [n("ge"), x], "outputs": [n("r")]}));
         x = n("r");
     }
-    json!({
-        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
-        "inputs": [decl("x", json!(["N", width]))],
-        "constants": constants, "nodes": nodes,
-        "outputs": [decl(&x, json!(["N", width]))]
-    })
+    rows_graph(width, constants, nodes, &[&x])
 }
 
 /// Causal self-attention of `x [N, width]` on itself (queries, keys and values are
 /// `x`: one head of `N` positions), then a linear: attention on the GEMM.
 pub fn self_attention(width: usize) -> Value {
-    json!({
-        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
-        "inputs": [decl("x", json!(["N", width]))],
-        "constants": [decl("w", json!([width, width]))],
-        "nodes": [
-            {"op": "scaled_dot_product_attention", "inputs": ["x", "x", "x"],
-             "outputs": ["a"], "attrs": {"causal": true}},
-            {"op": "linear", "inputs": ["a", "w"], "outputs": ["y"]}
-        ],
-        "outputs": [decl("y", json!(["N", width]))]
-    })
+    let nodes = vec![
+        json!({"op": "scaled_dot_product_attention", "inputs": ["x", "x", "x"],
+               "outputs": ["a"], "attrs": {"causal": true}}),
+        json!({"op": "linear", "inputs": ["a", "w"], "outputs": ["y"]}),
+    ];
+    rows_graph(width, vec![decl("w", json!([width, width]))], nodes, &["y"])
 }
 
 /// `x [N, width]` through `layers` of `relu(x * s + b) + x`: elementwise only, where
@@ -124,12 +130,7 @@ pub fn bias_relu_chain(width: usize, layers: usize) -> Value {
         nodes.push(json!({"op": "add", "inputs": [n("r"), x], "outputs": [n("y")]}));
         x = n("y");
     }
-    json!({
-        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
-        "inputs": [decl("x", json!(["N", width]))],
-        "constants": constants, "nodes": nodes,
-        "outputs": [decl(&x, json!(["N", width]))]
-    })
+    rows_graph(width, constants, nodes, &[&x])
 }
 
 /// `x [N, width]` through `layers` of `relu(linear(x))`, then a `tanh` and a
@@ -175,12 +176,7 @@ pub fn tiny20() -> Value {
         nodes.push(json!({"op": "tanh", "inputs": [n("a")], "outputs": [n("t")]}));
         x = n("t");
     }
-    json!({
-        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
-        "inputs": [decl("x", json!(["N", 4]))],
-        "constants": constants, "nodes": nodes,
-        "outputs": [decl(&x, json!(["N", 4]))]
-    })
+    rows_graph(4, constants, nodes, &[&x])
 }
 
 /// A small convolutional net on `x [N, 4, 8, 8]`: conv2d, group_norm, relu,

@@ -1,12 +1,12 @@
-//! Shared helpers for the graph tests: fixture loading, constants as declared, and
-//! JSON mutation for malformed variants.
+//! Shared helpers for the graph tests: fixture loading (the NumPy run cases
+//! included), constants as declared, and JSON mutation for malformed variants.
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use rml_core::DType;
-use rml_host::graph::{Graph, GraphError, MemoryConstants, load_graph};
+use rml_core::{DType, Shape};
+use rml_host::graph::{Buffer, DenseTensor, Graph, GraphError, MemoryConstants, load_graph};
 use serde_json::Value;
 
 /// The directory holding the graph fixtures.
@@ -18,6 +18,66 @@ pub fn fixture_dir() -> PathBuf {
 pub fn fixture(name: &str) -> Value {
     let text = std::fs::read_to_string(fixture_dir().join(name)).expect("fixture exists");
     serde_json::from_str(&text).expect("fixture is JSON")
+}
+
+/// A JSON shape of whole numbers as dims.
+pub fn dims(shape: &Value) -> Vec<usize> {
+    let dims = shape.as_array().expect("a shape is an array");
+    dims.iter().map(|d| d.as_u64().unwrap() as usize).collect()
+}
+
+/// A JSON tensor `{dtype, shape, data}` (F32, I64 or BOOL) as a dense tensor.
+pub fn dense(t: &Value) -> DenseTensor {
+    let dims = dims(&t["shape"]);
+    let items = t["data"].as_array().unwrap();
+    let data = match t["dtype"].as_str().unwrap() {
+        "F32" => Buffer::F32(items.iter().map(|v| v.as_f64().unwrap() as f32).collect()),
+        "I64" => Buffer::I64(items.iter().map(|v| v.as_i64().unwrap()).collect()),
+        "BOOL" => Buffer::Bool(items.iter().map(|v| v.as_u64().unwrap() as u8).collect()),
+        other => panic!("fixture dtype {other}"),
+    };
+    DenseTensor {
+        shape: Shape::new(&dims).unwrap(),
+        data,
+    }
+}
+
+/// A NumPy case of `fixtures/graph/run/` (written by `scripts/fixtures/graph.py`):
+/// its graph loaded with its constants, its inputs, the expected outputs and the
+/// tolerance.
+pub struct RunCase {
+    /// The loaded graph.
+    pub graph: Graph,
+    /// Its constants, with their values.
+    pub constants: MemoryConstants,
+    /// The inputs.
+    pub inputs: Vec<DenseTensor>,
+    /// NumPy's outputs (float64, rounded once).
+    pub expected: Vec<DenseTensor>,
+    /// Tolerance relative to `1 + |expected|`.
+    pub tolerance: f32,
+}
+
+/// Reads the NumPy case at `path`.
+pub fn run_case(path: &Path) -> RunCase {
+    let what = path.display();
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut constants = MemoryConstants::new();
+    for (name, t) in doc["constants"].as_object().unwrap() {
+        let t = dense(t);
+        constants.insert(name, t.shape.dims(), t.data);
+    }
+    let graph =
+        load_graph(&doc["graph"].to_string(), &constants).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let tensors = |key: &str| doc[key].as_array().unwrap().iter().map(dense).collect();
+    RunCase {
+        graph,
+        constants,
+        inputs: tensors("inputs"),
+        expected: tensors("outputs"),
+        tolerance: doc["tolerance"].as_f64().unwrap() as f32,
+    }
 }
 
 /// Constants described exactly as `doc` declares them (symbolic dims, which a

@@ -254,7 +254,7 @@ impl Config {
             .transpose()?;
         let eps = k
             .opt_f64("attention.layer_norm_rms_epsilon")?
-            .unwrap_or(if family == Family::Phi3 { 1e-5 } else { 1e-6 });
+            .unwrap_or(family.default_rms_eps());
         Ok(Config {
             family,
             vocab_size,

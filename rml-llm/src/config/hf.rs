@@ -1,5 +1,7 @@
 //! Reading a Hugging Face `config.json` into a [`Config`].
 
+use std::path::Path;
+
 use serde_json::{Map, Value};
 
 use super::{
@@ -294,6 +296,16 @@ impl Json<'_> {
 }
 
 impl Config {
+    /// Reads `config.json` of a Hugging Face checkpoint directory; a file that
+    /// cannot be read is an error naming its path.
+    pub fn from_hf_dir(dir: &Path) -> Result<Config> {
+        let path = dir.join("config.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            Error::config(&path.display().to_string(), "", format!("cannot read: {e}"))
+        })?;
+        Config::from_hf_json(&text)
+    }
+
     /// Reads a Hugging Face `config.json` text. A multimodal Gemma 3 config is read
     /// from its `text_config`.
     pub fn from_hf_json(text: &str) -> Result<Config> {
@@ -371,7 +383,7 @@ impl Config {
         };
         let intermediate_size = j.usize("intermediate_size")?;
         let (moe, moe_layers) = hf_moe(j, family, n_layers, intermediate_size)?;
-        let eps_default = if family == Family::Phi3 { 1e-5 } else { 1e-6 };
+        let eps_default = family.default_rms_eps();
         Ok(Config {
             family,
             vocab_size: j.usize("vocab_size")?,

@@ -92,6 +92,11 @@ impl Family {
     pub fn has_qk_norm(self) -> bool {
         matches!(self, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3)
     }
+
+    /// The RMSNorm epsilon when a file does not give one (Phi-3's 1e-5, else 1e-6).
+    pub fn default_rms_eps(self) -> f64 {
+        if self == Family::Phi3 { 1e-5 } else { 1e-6 }
+    }
 }
 
 /// The MLP's gate activation.

@@ -17,7 +17,7 @@ use std::path::Path;
 use rml_host::formats::gguf::OwnedValue;
 
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::weights::SafetensorsSource;
 
 pub use tensors::HfTensor;
@@ -40,15 +40,7 @@ pub struct HfModel {
 impl HfModel {
     /// Reads the directory's configuration, tokenizer and tensor list.
     pub fn open(dir: &Path) -> Result<HfModel> {
-        let config_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path).map_err(|e| {
-            Error::config(
-                &config_path.display().to_string(),
-                "",
-                format!("cannot read: {e}"),
-            )
-        })?;
-        let config = Config::from_hf_json(&text)?;
+        let config = Config::from_hf_dir(dir)?;
         let source = SafetensorsSource::open(dir)?;
         let (mut metadata, extra) = metadata::model_metadata(&config)?;
         metadata::check_round_trip(&config, &metadata)?;

@@ -123,15 +123,7 @@ impl Model {
     pub fn open(path: impl AsRef<Path>) -> Result<Model> {
         let path = path.as_ref();
         if path.is_dir() {
-            let config_path = path.join("config.json");
-            let text = std::fs::read_to_string(&config_path).map_err(|e| {
-                Error::config(
-                    &config_path.display().to_string(),
-                    "",
-                    format!("cannot read: {e}"),
-                )
-            })?;
-            let config = Config::from_hf_json(&text)?;
+            let config = Config::from_hf_dir(path)?;
             return Model::load(config, &SafetensorsSource::open(path)?);
         }
         let src = GgufSource::open(path)?;
