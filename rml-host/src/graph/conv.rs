@@ -1,9 +1,11 @@
 //! `conv2d` on f32 as im2col + rml-kernels' GEMM: per image, channel group and band
 //! of output rows the receptive fields are unrolled into a `[C_in/g · kh · kw,
-//! rows · W_out]` block (sized to stay in L2 while the GEMM packs it) and multiplied
-//! by the `[C_out/g, C_in/g · kh · kw]` weight rows, written straight into the NCHW
-//! output (bias pre-filled, GEMM with `beta = 1`). Output-channel rows
-//! split across threads. The unrolled matrix and the GEMM scratch live in
+//! rows · W_out]` block (sized to stay in L2), packed once into the GEMM's panels
+//! and multiplied by the `[C_out/g, C_in/g · kh · kw]` weight rows, written straight
+//! into the NCHW output (bias pre-filled, packed GEMM with `beta = 1`). Threads
+//! take whole images when there are at least as many images as chunks (each
+//! unrolls only its own images); otherwise they split each band's output-channel
+//! rows and share its packed block. The unrolled and packed blocks and the GEMM scratch live in
 //! per-thread buffers that grow to the largest convolution seen and are reused, so
 //! steady-state runs do not allocate them (nor page-fault fresh memory).
 
@@ -19,6 +21,8 @@ use super::par::{Parallel, for_row_blocks};
 thread_local! {
     /// The unrolled input (im2col) of the convolution running on this thread.
     static COLUMNS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The unrolled input packed into GEMM panels (`gemm::pack_b`).
+    static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// GEMM scratch of the chunk running on this thread.
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
@@ -111,78 +115,141 @@ impl ConvKind for Conv2dParams {
             && out_len == n * co * oh * ow
     }
 
+    /// Units are the GEMM rows of all images (the image split and the row split
+    /// below both run the packed GEMM, whose bits do not depend on the row block,
+    /// so no chunk needs a least row count: `usize::MAX` rows per unit).
     fn split(&self, io: &ConvIo<'_>) -> (usize, usize, usize) {
-        let co = io.out[1];
+        let [n, co, _, _] = io.out;
         let work = io.out.iter().product::<usize>();
         (
-            co / self.groups.max(1),
-            1,
+            n.saturating_mul(co / self.groups.max(1)),
+            usize::MAX,
             work.saturating_mul(io.w.0.len() / co.max(1)),
         )
     }
 
-    /// Each group's output rows are split into `chunks` pieces.
+    /// Whole images split into `chunks` pieces when there are at least as many
+    /// images as chunks; else each image's output-channel rows (see [`image`]).
     fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
-        let p = self;
-        let ([n, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
-        let (cog, k, pixels) = (co / p.groups, cig * kh * kw, oh * ow);
-        let band = band_rows(k, [oh, ow]);
-        with_buffer(&COLUMNS, k * band * ow, |col| {
-            for (b, image_out) in out.chunks_mut(co * pixels).enumerate().take(n) {
-                for (gi, group_out) in image_out.chunks_mut(cog * pixels).enumerate() {
-                    let x = &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w];
-                    for (row, values) in group_out.chunks_mut(pixels).enumerate() {
-                        values.fill(io.bias.map_or(0.0, |bias| bias[gi * cog + row]));
-                    }
-                    let weights = &io.w.0[gi * cog * k..][..cog * k];
-                    for first in (0..oh).step_by(band) {
-                        let rows = first..oh.min(first + band);
-                        let col = &mut col[..k * rows.len() * ow];
-                        unroll(p, x, [cig, h, w], [kh, kw], (rows.clone(), ow), col);
-                        let cols = rows.start * ow..rows.end * ow;
-                        let dims = [cog, k, pixels];
-                        multiply(weights, col, group_out, dims, cols, (chunks, parallel));
-                    }
+        let [n, co, oh, ow] = io.out;
+        let len = co * oh * ow;
+        if chunks > 1 && n >= chunks {
+            for_row_blocks(out, [n, len], chunks, parallel, &|range, piece| {
+                for (b, image_out) in range.zip(piece.chunks_mut(len.max(1))) {
+                    image(self, io, b, image_out, (1, &serial));
                 }
+            });
+        } else {
+            for (b, image_out) in out.chunks_mut(len.max(1)).enumerate().take(n) {
+                image(self, io, b, image_out, (chunks, parallel));
             }
-        });
+        }
     }
 }
 
+/// Runs chunks `0..n` one after the other on this thread.
+fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    (0..n).for_each(f);
+}
+
+/// Writes image `b` of the convolution `p` on `io` (checked by
+/// [`ConvKind::fits`]) into `out` (its `[C_out, H_out, W_out]` block): per channel
+/// group and band of output rows, the band is unrolled (im2col) and packed once
+/// into GEMM panels on this thread, then the group's output-channel rows are
+/// split into `chunks` pieces run by `parallel`, each multiplying its weight
+/// rows by the shared packed band (no chunk repacks it). The packed GEMM gives a
+/// row the same bits whatever row block it is in, so any `chunks` gives the same
+/// output.
+pub fn image(
+    p: &Conv2dParams,
+    io: &ConvIo<'_>,
+    b: usize,
+    out: &mut [f32],
+    (chunks, parallel): (usize, Parallel<'_>),
+) {
+    let ([_, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
+    let (cog, k, pixels) = (co / p.groups, cig * kh * kw, oh * ow);
+    let bands = band_rows(k, [oh, ow]);
+    let band_cols = bands * ow;
+    let packed_len = gemm::packed_b_len(k, band_cols).unwrap_or(0);
+    with_buffer(&COLUMNS, k * band_cols, |col| {
+        with_buffer(&PACKED, packed_len, |packed| {
+            for (gi, group_out) in out.chunks_mut(cog * pixels).enumerate() {
+                let x = &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w];
+                for (row, values) in group_out.chunks_mut(pixels).enumerate() {
+                    values.fill(io.bias.map_or(0.0, |bias| bias[gi * cog + row]));
+                }
+                let weights = &io.w.0[gi * cog * k..][..cog * k];
+                for first in (0..oh).step_by(bands) {
+                    let rows = first..oh.min(first + bands);
+                    let n = rows.len() * ow;
+                    let col = &mut col[..k * n];
+                    unroll(p, x, [cig, h, w], [kh, kw], (rows.clone(), ow), col);
+                    let packed = &mut packed[..gemm::packed_b_len(k, n).unwrap_or(0)];
+                    let done = MatRef::row_major(col, k, n).and_then(|b| gemm::pack_b(b, packed));
+                    debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
+                    let band = Band {
+                        weights,
+                        packed,
+                        dims: [cog, k, pixels],
+                        cols: rows.start * ow..rows.end * ow,
+                    };
+                    band.multiply(group_out, (chunks, parallel));
+                }
+            }
+        });
+    });
+}
+
 /// Output rows unrolled at once: a band whose unrolled `k × rows·W_out` block stays
-/// within about half of a core's L2, so the GEMM packs it from cache (at least one
+/// within about half of a core's L2, so packing it reads from cache (at least one
 /// row).
 fn band_rows(k: usize, [oh, ow]: [usize; 2]) -> usize {
     const BAND_FLOATS: usize = 96 * 1024;
     (BAND_FLOATS / k.saturating_mul(ow).max(1)).clamp(1, oh.max(1))
 }
 
-/// `out[rows, cols] += weights[rows] · col` (`out` is `rows × pixels`, `col` is
-/// `k × cols.len()`) for `rows` split into `chunks` run by `parallel`.
-fn multiply(
-    weights: &[f32],
-    col: &[f32],
-    out: &mut [f32],
-    [rows, k, pixels]: [usize; 3],
+/// One band of one channel group: `out[.., cols] += weights · B` where B is the
+/// band's packed `k × cols.len()` unrolled input.
+struct Band<'a> {
+    /// The group's `[rows, k]` weight rows.
+    weights: &'a [f32],
+    /// The packed band.
+    packed: &'a [f32],
+    /// `[rows, k, pixels]`: GEMM rows, inner size, output row length.
+    dims: [usize; 3],
+    /// The band's output columns.
     cols: Range<usize>,
-    (chunks, parallel): (usize, Parallel<'_>),
-) {
-    let n = cols.len();
-    // At least two rows per chunk: a one-row GEMM takes the GEMV path, whose sum
-    // over K is not blocked like the packed GEMM's, so its bits would depend on the
-    // thread count.
-    let chunks = chunks.min(rows / 2).max(1);
-    for_row_blocks(out, [rows, pixels], chunks, parallel, &|range, piece| {
-        let m = range.len();
-        let a = &weights[range.start * k..range.end * k];
-        let done = with_scratch(gemm::gemm_scratch_len(m, n, k), |scratch| {
+}
+
+impl Band<'_> {
+    /// Multiplies the band into `out` (`rows × pixels`), its rows split into
+    /// `chunks` pieces run by `parallel` (on this thread when one).
+    fn multiply(&self, out: &mut [f32], (chunks, parallel): (usize, Parallel<'_>)) {
+        let [rows, _, pixels] = self.dims;
+        let chunks = chunks.clamp(1, rows.max(1));
+        if chunks == 1 {
+            self.rows(0..rows, out);
+            return;
+        }
+        for_row_blocks(out, [rows, pixels], chunks, parallel, &|range, piece| {
+            self.rows(range, piece);
+        });
+    }
+
+    /// Rows `range` of the product into `piece` (those rows of the output).
+    fn rows(&self, range: Range<usize>, piece: &mut [f32]) {
+        let ([_, k, pixels], cols) = (self.dims, &self.cols);
+        let (m, n) = (range.len(), cols.len());
+        let a = &self.weights[range.start * k..range.end * k];
+        let done = with_scratch(gemm::gemm_packed_scratch_len(m, k), |scratch| {
             let a = MatRef::row_major(a, m, k)?;
-            let b = MatRef::row_major(col, k, n)?;
+            let b = gemm::PackedB::new(self.packed, k, n)?;
             let c = MatMut::new(&mut piece[cols.start..], m, n, pixels, 1)?;
-            gemm::gemm(1.0, a, b, 1.0, c, scratch)
+            gemm::gemm_packed(1.0, a, b, 1.0, c, &gemm::Epilogue::default(), scratch)
         });
         debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
-    });
+    }
 }
 
 /// im2col of output rows `rows`: `col[(ci·kh + i)·kw + j][(oy − rows.start)·ow + ox]`
