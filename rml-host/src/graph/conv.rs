@@ -80,38 +80,12 @@ pub trait ConvKind {
 }
 
 impl ConvKind for Conv2dParams {
-    /// Groups divide the channels, the output size is the window count.
+    /// The dims fit ([`dims_fit`]) and the lengths match them.
     fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool {
-        let p = self;
-        let ([n, c, h, w], [co, cig, kh, kw], [on, oc, oh, ow]) = (io.x.1, io.w.1, io.out);
-        let g = p.groups;
-        let windows = |size: usize, pad: usize, k: usize, d: usize, s: usize| {
-            let span = d.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
-            Some((size + pad).checked_sub(span)? / s.max(1) + 1)
-        };
-        g > 0
-            && p.stride.iter().all(|&s| s > 0)
-            && p.dilation.iter().all(|&d| d > 0)
-            && c == cig * g
-            && co % g == 0
-            && (on, oc) == (n, co)
-            && windows(
-                h,
-                p.padding.top + p.padding.bottom,
-                kh,
-                p.dilation[0],
-                p.stride[0],
-            ) == Some(oh)
-            && windows(
-                w,
-                p.padding.left + p.padding.right,
-                kw,
-                p.dilation[1],
-                p.stride[1],
-            ) == Some(ow)
+        let ([n, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
+        dims_fit(self, [io.x.1, io.w.1, io.out], io.bias.map(<[f32]>::len))
             && io.x.0.len() == n * c * h * w
             && io.w.0.len() == co * cig * kh * kw
-            && io.bias.is_none_or(|b| b.len() == co)
             && out_len == n * co * oh * ow
     }
 
@@ -145,6 +119,39 @@ impl ConvKind for Conv2dParams {
             }
         }
     }
+}
+
+/// Whether a `conv2d` with parameters `p` fits `[x, w, out]` dims and a bias of
+/// `bias_len` values: groups divide the channels, the output size is the window
+/// count, the bias has one value per output channel.
+pub fn dims_fit(p: &Conv2dParams, [x, wd, out]: [[usize; 4]; 3], bias_len: Option<usize>) -> bool {
+    let ([n, c, h, w], [co, cig, kh, kw], [on, oc, oh, ow]) = (x, wd, out);
+    let g = p.groups;
+    let windows = |size: usize, pad: usize, k: usize, d: usize, s: usize| {
+        let span = d.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
+        Some((size + pad).checked_sub(span)? / s.max(1) + 1)
+    };
+    g > 0
+        && p.stride.iter().all(|&s| s > 0)
+        && p.dilation.iter().all(|&d| d > 0)
+        && c == cig * g
+        && co % g == 0
+        && (on, oc) == (n, co)
+        && windows(
+            h,
+            p.padding.top + p.padding.bottom,
+            kh,
+            p.dilation[0],
+            p.stride[0],
+        ) == Some(oh)
+        && windows(
+            w,
+            p.padding.left + p.padding.right,
+            kw,
+            p.dilation[1],
+            p.stride[1],
+        ) == Some(ow)
+        && bias_len.is_none_or(|b| b == co)
 }
 
 /// Runs chunks `0..n` one after the other on this thread.
