@@ -4,8 +4,8 @@
 //! and multiplied by the `[C_out/g, C_in/g · kh · kw]` weight rows, written straight
 //! into the NCHW output (bias pre-filled, packed GEMM with `beta = 1`). Threads
 //! take whole images when there are at least as many images as chunks (each
-//! unrolls only its own images); otherwise they split each band's output-channel
-//! rows and share its packed block. The unrolled and packed blocks and the GEMM scratch live in
+//! unrolls only its own images); otherwise they split each band's unrolling,
+//! packing (by panels) and output-channel rows, sharing its one packed block. The unrolled and packed blocks and the GEMM scratch live in
 //! per-thread buffers that grow to the largest convolution seen and are reused, so
 //! steady-state runs do not allocate them (nor page-fault fresh memory).
 
@@ -155,16 +155,17 @@ pub fn dims_fit(p: &Conv2dParams, [x, wd, out]: [[usize; 4]; 3], bias_len: Optio
 }
 
 /// Runs chunks `0..n` one after the other on this thread.
-fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
+pub(super) fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
     (0..n).for_each(f);
 }
 
 /// Writes image `b` of the convolution `p` on `io` (checked by
 /// [`ConvKind::fits`]) into `out` (its `[C_out, H_out, W_out]` block): per channel
-/// group and band of output rows, the band is unrolled (im2col) and packed once
-/// into GEMM panels on this thread, then the group's output-channel rows are
-/// split into `chunks` pieces run by `parallel`, each multiplying its weight
-/// rows by the shared packed band (no chunk repacks it). The packed GEMM gives a
+/// group and band of output rows, the band is unrolled (im2col; its rows split
+/// into `chunks` pieces run by `parallel`) and packed once into GEMM panels (the
+/// panels split likewise), then the group's output-channel rows are split into
+/// `chunks` pieces, each multiplying its weight rows by the shared packed band
+/// (no chunk repacks it). The packed GEMM gives a
 /// row the same bits whatever row block it is in, so any `chunks` gives the same
 /// output.
 pub fn image(
@@ -191,10 +192,12 @@ pub fn image(
                     let rows = first..oh.min(first + bands);
                     let n = rows.len() * ow;
                     let col = &mut col[..k * n];
-                    unroll(p, x, [cig, h, w], [kh, kw], (rows.clone(), ow), col);
+                    let unroll_rows = |ks: Range<usize>, piece: &mut [f32]| {
+                        unroll(p, x, [h, w], [kh, kw], (rows.clone(), ow), (ks, piece));
+                    };
+                    for_row_blocks(col, [k, n], chunks, parallel, &unroll_rows);
                     let packed = &mut packed[..gemm::packed_b_len(k, n).unwrap_or(0)];
-                    let done = MatRef::row_major(col, k, n).and_then(|b| gemm::pack_b(b, packed));
-                    debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
+                    pack(col, [k, n], packed, (chunks, parallel));
                     let band = Band {
                         weights,
                         packed,
@@ -206,6 +209,31 @@ pub fn image(
             }
         });
     });
+}
+
+/// Packs the `k × n` row-major `col` into `packed` (`gemm::pack_b`'s panels), the
+/// panels split into `chunks` pieces run by `parallel` (the same values whatever
+/// the split).
+fn pack(
+    col: &[f32],
+    [k, n]: [usize; 2],
+    packed: &mut [f32],
+    (chunks, parallel): (usize, Parallel<'_>),
+) {
+    let nr = gemm::NR;
+    let pack_panels = |panels: Range<usize>, piece: &mut [f32]| {
+        let cols = panels.start * nr..(panels.end * nr).min(n);
+        let done = MatRef::new(&col[cols.start..], k, cols.len(), n, 1)
+            .and_then(|b| gemm::pack_b(b, piece));
+        debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
+    };
+    for_row_blocks(
+        packed,
+        [n.div_ceil(nr), k * nr],
+        chunks,
+        parallel,
+        &pack_panels,
+    );
 }
 
 /// Output rows unrolled at once: a band whose unrolled `k × rows·W_out` block stays
@@ -259,47 +287,41 @@ impl Band<'_> {
     }
 }
 
-/// im2col of output rows `rows`: `col[(ci·kh + i)·kw + j][(oy − rows.start)·ow + ox]`
-/// is the input at row
+/// Rows `ks` of the im2col of output rows `rows` into `col` (`ks.len()` rows):
+/// row `(ci·kh + i)·kw + j`, column `(oy − rows.start)·ow + ox` is the input at row
 /// `oy·s0 − top + i·d0`, column `ox·s1 − left + j·d1` of channel `ci` (0 in the padding).
 fn unroll(
     p: &Conv2dParams,
     x: &[f32],
-    [c, h, w]: [usize; 3],
+    [h, w]: [usize; 2],
     [kh, kw]: [usize; 2],
     (rows, ow): (Range<usize>, usize),
-    col: &mut [f32],
+    (ks, col): (Range<usize>, &mut [f32]),
 ) {
     let (s, d) = (p.stride, p.dilation);
-    let mut unrolled = col.chunks_mut(rows.len() * ow);
-    for ci in 0..c {
+    for (r, row) in ks.zip(col.chunks_mut((rows.len() * ow).max(1))) {
+        let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
         let plane = &x[ci * h * w..][..h * w];
-        for i in 0..kh {
-            for j in 0..kw {
-                let row = unrolled.next().expect("col holds c·kh·kw rows");
-                for oy in rows.clone() {
-                    let dst = &mut row[(oy - rows.start) * ow..][..ow];
-                    let y = (oy * s[0] + i * d[0]).checked_sub(p.padding.top);
-                    let Some(src) = y.filter(|&y| y < h).map(|y| &plane[y * w..][..w]) else {
-                        dst.fill(0.0);
-                        continue;
-                    };
-                    // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
-                    let shift = j * d[1];
-                    let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
-                    dst[..lo].fill(0.0);
-                    dst[hi..].fill(0.0);
-                    if lo < hi {
-                        let first = lo * s[1] + shift - p.padding.left;
-                        let inside = &mut dst[lo..hi];
-                        if s[1] == 1 {
-                            inside.copy_from_slice(&src[first..first + inside.len()]);
-                        } else {
-                            for (v, &x) in inside.iter_mut().zip(src[first..].iter().step_by(s[1]))
-                            {
-                                *v = x;
-                            }
-                        }
+        for oy in rows.clone() {
+            let dst = &mut row[(oy - rows.start) * ow..][..ow];
+            let y = (oy * s[0] + i * d[0]).checked_sub(p.padding.top);
+            let Some(src) = y.filter(|&y| y < h).map(|y| &plane[y * w..][..w]) else {
+                dst.fill(0.0);
+                continue;
+            };
+            // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
+            let shift = j * d[1];
+            let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
+            dst[..lo].fill(0.0);
+            dst[hi..].fill(0.0);
+            if lo < hi {
+                let first = lo * s[1] + shift - p.padding.left;
+                let inside = &mut dst[lo..hi];
+                if s[1] == 1 {
+                    inside.copy_from_slice(&src[first..first + inside.len()]);
+                } else {
+                    for (v, &x) in inside.iter_mut().zip(src[first..].iter().step_by(s[1])) {
+                        *v = x;
                     }
                 }
             }

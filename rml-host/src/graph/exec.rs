@@ -339,9 +339,7 @@ impl Ctx<'_> {
                     params: [*bias, None],
                     out: *out,
                 };
-                let bcast = &self.plan.broadcasts[index];
-                self.stream(epilogue.as_ref(), Some(&g), bcast, arena, scratch);
-                Ok(())
+                self.produce(index, epilogue.as_ref(), &g, (arena, scratch))
             }
             StepKind::LayerNorm {
                 x,
@@ -360,9 +358,7 @@ impl Ctx<'_> {
                     params: *params,
                     out: *out,
                 };
-                let bcast = &self.plan.broadcasts[index];
-                self.stream(Some(epilogue), Some(&g), bcast, arena, scratch);
-                Ok(())
+                self.produce(index, Some(epilogue), &g, (arena, scratch))
             }
             StepKind::Conv {
                 node,
@@ -371,16 +367,13 @@ impl Ctx<'_> {
                 out,
                 epilogue,
             } => {
-                let conv = self.conv_rows(*node, *x, *out)?;
                 let g = Producer {
-                    rows: Rows::Conv(conv),
+                    rows: Rows::Conv(self.conv_rows(*node, *x, *out)?),
                     x: *x,
                     params: [*bias, None],
                     out: *out,
                 };
-                let bcast = &self.plan.broadcasts[index];
-                self.stream(epilogue.as_ref(), Some(&g), bcast, arena, scratch);
-                Ok(())
+                self.produce(index, epilogue.as_ref(), &g, (arena, scratch))
             }
             StepKind::Node(node) => self.node(*node, arena),
             StepKind::Attention {
@@ -400,6 +393,19 @@ impl Ctx<'_> {
                     })
             }
         }
+    }
+
+    /// Runs step `index`'s producer `g` with its epilogue program `p`, if any
+    /// ([`Ctx::stream`]).
+    fn produce(
+        &self,
+        index: usize,
+        p: Option<&Program>,
+        g: &Producer<'_>,
+        (arena, scratch): (&mut [u64], &mut [f32]),
+    ) -> Result<(), GraphError> {
+        self.stream(p, Some(g), &self.plan.broadcasts[index], arena, scratch);
+        Ok(())
     }
 
     /// The `conv2d` node `node` (a [`StepKind::Conv`]) reading `x` and writing
@@ -461,16 +467,23 @@ impl Ctx<'_> {
         let no_values: &[ValueId] = &[];
         let (p_outs, p_ops) = p.map_or((no_values, no_values), |p| (&p.outputs, &p.operands));
         let (nprog, nops) = (p_outs.len(), p_ops.len());
-        // Regions: program outputs, then the producer's output; program operands,
-        // then x and the producer's parameters.
+        // Regions: program outputs, then the producer's output (unless the program
+        // rewrites it in place: it is then one of the program's outputs, `produced`);
+        // program operands, then x and the producer's parameters.
         let mut out_ids = [0; MAX_IO];
         let mut in_ids = [0; MAX_IO];
         out_ids[..nprog].copy_from_slice(p_outs);
         in_ids[..nops].copy_from_slice(p_ops);
         let (mut nout, mut nin) = (nprog, nops);
+        let mut produced = nprog;
         if let Some(g) = g {
-            out_ids[nout] = g.out;
-            nout += 1;
+            match p_outs.iter().position(|&o| o == g.out) {
+                Some(j) => produced = j,
+                None => {
+                    out_ids[nout] = g.out;
+                    nout += 1;
+                }
+            }
             in_ids[nin] = g.x;
             nin += 1;
             for v in g.params.iter().flatten() {
@@ -498,7 +511,7 @@ impl Ctx<'_> {
         let mut sources: [Source<'_>; MAX_OPERANDS] = [Source::Output(0); MAX_OPERANDS];
         for (i, &v) in p_ops.iter().enumerate() {
             sources[i] = match (io.in_place[i], io.ins[i]) {
-                _ if Some(v) == producer_out => Source::Output(nprog),
+                _ if Some(v) == producer_out => Source::Output(produced),
                 (Some(j), _) => Source::Output(j),
                 (None, Some(words)) => Source::Data(self.data(v, words), bcast[i]),
                 (None, None) => {
@@ -546,8 +559,14 @@ impl Ctx<'_> {
                         p.run_in(regs, sources, w, at);
                     }
                 };
-                g.rows
-                    .run(x, params, (outs, nprog), (first, inner), scratch, epilogue);
+                g.rows.run(
+                    x,
+                    params,
+                    (outs, produced),
+                    (first, inner),
+                    scratch,
+                    epilogue,
+                );
             }
             _ => {
                 if let Some(p) = p {

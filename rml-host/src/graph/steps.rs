@@ -310,10 +310,22 @@ fn fold_attention_transposes(graph: &Graph, consts: &ConstTable, steps: Vec<Step
 /// when it reads that step's output at the same shape: the program then runs on
 /// each block of rows while they are in cache.
 fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec<Step> {
+    // Steps reading each value (graph outputs count as one more).
+    let mut readers = vec![0usize; graph.values.len()];
+    for step in &steps {
+        for (i, &v) in step.reads.iter().enumerate() {
+            if !step.reads[..i].contains(&v) {
+                readers[v] += 1;
+            }
+        }
+    }
+    for &v in &graph.outputs {
+        readers[v] += 1;
+    }
     let mut merged: Vec<Step> = Vec::with_capacity(steps.len());
     for step in steps {
         if let StepKind::Fused(p) = &step.kind
-            && attach_conv_epilogue(graph, p, &step.label, &mut merged)
+            && attach_conv_epilogue(graph, (p, &step.label), &readers, &mut merged)
         {
             continue;
         }
@@ -383,11 +395,21 @@ fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec
 /// that is a [`StepKind::Conv`] without one and `p` reads its output at the same
 /// shape, or of the step before when the last is a same-shape alias of that
 /// output (a folded batch norm's `identity`; `p` then reads the output itself).
-/// `false` (nothing changed) otherwise.
-fn attach_conv_epilogue(graph: &Graph, p: &Program, label: &str, merged: &mut [Step]) -> bool {
+/// When `p` alone reads the output (`readers`: steps reading each value, graph
+/// outputs counted) and has one output of the same dtype, the convolution writes
+/// that output and `p` rewrites it in place, so the step touches one buffer, not
+/// two. `false` (nothing changed) otherwise.
+fn attach_conv_epilogue(
+    graph: &Graph,
+    (p, label): (&Program, &str),
+    readers: &[usize],
+    merged: &mut [Step],
+) -> bool {
     let shape = |v: ValueId| &graph.values[v].ty.shape;
     let mut p = p.clone();
     let mut at = merged.len();
+    // Whether `p` alone reads the convolution's output (through the alias, if any).
+    let mut private = true;
     if let Some(Step {
         kind: StepKind::Alias { from, to },
         ..
@@ -399,6 +421,7 @@ fn attach_conv_epilogue(graph: &Graph, p: &Program, label: &str, merged: &mut [S
         for v in p.operands.iter_mut().filter(|v| **v == *to) {
             *v = *from;
         }
+        private = readers[*to] == 1;
         at -= 1;
     }
     let Some(previous) = at.checked_sub(1).and_then(|i| merged.get_mut(i)) else {
@@ -418,6 +441,18 @@ fn attach_conv_epilogue(graph: &Graph, p: &Program, label: &str, merged: &mut [S
         && p.outputs.len() < super::arena::MAX_IO;
     if !fits {
         return false;
+    }
+    let in_place = private
+        && readers[*out] == 1
+        && p.outputs.len() == 1
+        && graph.values[p.outputs[0]].ty.dtype == graph.values[*out].ty.dtype;
+    if in_place {
+        let (from, to) = (*out, p.outputs[0]);
+        for v in p.operands.iter_mut().filter(|v| **v == from) {
+            *v = to;
+        }
+        *out = to;
+        previous.writes.clear();
     }
     let out = *out;
     previous.label.push_str(" => ");
