@@ -504,6 +504,70 @@ fn batch_norm_folded_into_conv2d_matches_a_direct_convolution() {
 }
 
 #[test]
+fn conv2d_runs_the_program_after_it_as_its_epilogue() {
+    // y = silu(conv2d(x) + b) + r: one image (the output-channel rows split across
+    // threads) and three (whole images per thread); K = 72, bands of output rows.
+    let (ci, co, h, w) = (8, 12, 10, 9);
+    for n in [1, 3] {
+        let c = ConvCase {
+            x: [n, ci, h, w],
+            co,
+            k: [3, 3],
+            stride: [1, 1],
+            pad: [[1, 1], [1, 1]],
+            dilation: [1, 1],
+            groups: 1,
+            bias: true,
+        };
+        let wv = exec_support::values(co * ci * 9, 21);
+        let bv = exec_support::values(co, 22);
+        let mut constants = MemoryConstants::new();
+        constants.insert("w", &[co, ci, 3, 3], Buffer::F32(wv.clone()));
+        constants.insert("b", &[co], Buffer::F32(bv.clone()));
+        let out = json!([n, co, h, w]);
+        let text = json!({
+            "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+            "inputs": [decl("x", json!(c.x)), decl("r", out.clone())],
+            "constants": [decl("w", json!([co, ci, 3, 3])), decl("b", json!([co]))],
+            "nodes": [
+                {"op": "conv2d", "inputs": ["x", "w", "b"], "outputs": ["c"],
+                 "attrs": {"padding": c.pad}},
+                {"op": "silu", "inputs": ["c"], "outputs": ["s"]},
+                {"op": "add", "inputs": ["s", "r"], "outputs": ["y"]},
+            ],
+            "outputs": [decl("y", out)]
+        })
+        .to_string();
+        let g = load_graph(&text, &constants).unwrap();
+        let e = Executor::new(g.clone(), &constants, Options::default()).unwrap();
+        let labels: Vec<&str> = e.steps().iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["conv2d => silu + add"]);
+        let x = exec_support::tensor(&c.x, 23);
+        let r = exec_support::tensor(&[n, co, h, w], 24);
+        let direct = direct_conv(&c, &f32s(&x.data), &wv, &bv, [n, co, h, w]);
+        // Fusion on (the epilogue) and off (a conv step, then a program), 1-3
+        // threads with every step split: bit for bit.
+        let got = &exec_all(&g, &constants, &[x, r.clone()])[0];
+        let terms = ci * 9 + 1;
+        let gamma = terms as f64 * UNIT_ROUNDOFF / (1.0 - terms as f64 * UNIT_ROUNDOFF);
+        for (i, ((&g, &(v, mag)), &r)) in got.iter().zip(&direct).zip(&f32s(&r.data)).enumerate() {
+            // The convolution's bound carried through SiLU (slope at most 1.1), the
+            // kernel's SiLU bound and the add's rounding.
+            let silu = v / (1.0 + (-v).exp());
+            let want = silu + f64::from(r);
+            let conv = gamma * mag + f64::from(f32::EPSILON) * v.abs();
+            let tol = 1.1 * conv
+                + (math::SILU_MAX_ULP + 1.0) * f64::from(f32::EPSILON) * silu.abs()
+                + f64::from(f32::EPSILON) * want.abs();
+            assert!(
+                (f64::from(g) - want).abs() <= tol,
+                "{n} images, element {i}: {g} vs {want} (bound {tol})"
+            );
+        }
+    }
+}
+
+#[test]
 fn max_pool2d_equals_the_interpreter_exactly() {
     // (kernel, stride, padding, dilation, ceil_mode) on [2, 3, 9, 8] inputs with a NaN.
     let cases = [

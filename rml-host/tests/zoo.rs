@@ -1,9 +1,10 @@
 //! Every committed zoo fixture (`zoo/fixtures/<model>/<framework>/`, written by
 //! `zoo/make_fixtures.py` from PyTorch, JAX and TensorFlow) runs in rml and matches the
 //! framework's own outputs: `graph.json` + `weights.safetensors` loaded as
-//! `rml-host run` loads them, `inputs.npz` fed to the planned, fused executor (one and
-//! two threads) and to the reference interpreter, each output compared with
-//! `expected.npz` within `|got - want| <= ATOL + RTOL * |want|`.
+//! `rml-host run` loads them, `inputs.npz` fed to the planned executor (fused on one
+//! to three threads, every step split or not, and unfused; all bit for bit equal)
+//! and to the reference interpreter, each output compared with `expected.npz`
+//! within `|got - want| <= ATOL + RTOL * |want|`.
 //!
 //! One test per model (covering its three frameworks), so `cargo test --test zoo`
 //! prints the model × pass/fail table; a failure names the framework, the output and
@@ -108,18 +109,40 @@ fn check_fixture(dir: &Path) -> Result<(), String> {
     if let Some(m) = mismatch(&graph, &reference, &want) {
         return Err(format!("interpreter: {m}"));
     }
-    for threads in [1, 2] {
+    // Fused on 1-3 threads (also with every step split, however small, so the
+    // split paths run on these tiny sizes) and unfused: all within tolerance of
+    // the framework and bit for bit equal to each other.
+    let mut first: Option<Vec<DenseTensor>> = None;
+    for (threads, fusion, split_all) in [
+        (1, true, false),
+        (2, true, false),
+        (2, true, true),
+        (3, true, true),
+        (1, false, false),
+    ] {
         let options = Options {
             threads,
+            fusion,
             ..Options::default()
         };
+        let run = format!("{threads} threads, fusion {fusion}, split all {split_all}");
         let mut exec = Executor::new(graph.clone(), &weights, options)
             .map_err(|e| format!("executor: {e}"))?;
+        if split_all {
+            exec.set_min_chunk_ps(0);
+        }
         let got = exec
             .run(&inputs)
-            .map_err(|e| format!("executor ({threads} threads): {e}"))?;
+            .map_err(|e| format!("executor ({run}): {e}"))?;
         if let Some(m) = mismatch(&graph, got, &want) {
-            return Err(format!("executor ({threads} threads): {m}"));
+            return Err(format!("executor ({run}): {m}"));
+        }
+        match &first {
+            Some(f) if f[..] != got[..] => {
+                return Err(format!("executor ({run}): not bit for bit the first run's"));
+            }
+            Some(_) => {}
+            None => first = Some(got.to_vec()),
         }
     }
     Ok(())

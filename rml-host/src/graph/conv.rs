@@ -1,9 +1,11 @@
 //! `conv2d` on f32 as im2col + rml-kernels' GEMM: per image, channel group and band
 //! of output rows the receptive fields are unrolled into a `[C_in/g · kh · kw,
-//! rows · W_out]` block (sized to stay in L2 while the GEMM packs it) and multiplied
-//! by the `[C_out/g, C_in/g · kh · kw]` weight rows, written straight into the NCHW
-//! output (bias pre-filled, GEMM with `beta = 1`). Output-channel rows
-//! split across threads. The unrolled matrix and the GEMM scratch live in
+//! rows · W_out]` block (sized to stay in L2), packed once into the GEMM's panels
+//! and multiplied by the `[C_out/g, C_in/g · kh · kw]` weight rows, written straight
+//! into the NCHW output (bias pre-filled, packed GEMM with `beta = 1`). Threads
+//! take whole images when there are at least as many images as chunks (each
+//! unrolls only its own images); otherwise they split each band's unrolling,
+//! packing (by panels) and output-channel rows, sharing its one packed block. The unrolled and packed blocks and the GEMM scratch live in
 //! per-thread buffers that grow to the largest convolution seen and are reused, so
 //! steady-state runs do not allocate them (nor page-fault fresh memory).
 
@@ -19,6 +21,8 @@ use super::par::{Parallel, for_row_blocks};
 thread_local! {
     /// The unrolled input (im2col) of the convolution running on this thread.
     static COLUMNS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The unrolled input packed into GEMM panels (`gemm::pack_b`).
+    static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// GEMM scratch of the chunk running on this thread.
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
@@ -76,156 +80,248 @@ pub trait ConvKind {
 }
 
 impl ConvKind for Conv2dParams {
-    /// Groups divide the channels, the output size is the window count.
+    /// The dims fit ([`dims_fit`]) and the lengths match them.
     fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool {
-        let p = self;
-        let ([n, c, h, w], [co, cig, kh, kw], [on, oc, oh, ow]) = (io.x.1, io.w.1, io.out);
-        let g = p.groups;
-        let windows = |size: usize, pad: usize, k: usize, d: usize, s: usize| {
-            let span = d.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
-            Some((size + pad).checked_sub(span)? / s.max(1) + 1)
-        };
-        g > 0
-            && p.stride.iter().all(|&s| s > 0)
-            && p.dilation.iter().all(|&d| d > 0)
-            && c == cig * g
-            && co % g == 0
-            && (on, oc) == (n, co)
-            && windows(
-                h,
-                p.padding.top + p.padding.bottom,
-                kh,
-                p.dilation[0],
-                p.stride[0],
-            ) == Some(oh)
-            && windows(
-                w,
-                p.padding.left + p.padding.right,
-                kw,
-                p.dilation[1],
-                p.stride[1],
-            ) == Some(ow)
+        let ([n, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
+        dims_fit(self, [io.x.1, io.w.1, io.out], io.bias.map(<[f32]>::len))
             && io.x.0.len() == n * c * h * w
             && io.w.0.len() == co * cig * kh * kw
-            && io.bias.is_none_or(|b| b.len() == co)
             && out_len == n * co * oh * ow
     }
 
+    /// Units are the GEMM rows of all images (the image split and the row split
+    /// below both run the packed GEMM, whose bits do not depend on the row block,
+    /// so no chunk needs a least row count: `usize::MAX` rows per unit).
     fn split(&self, io: &ConvIo<'_>) -> (usize, usize, usize) {
-        let co = io.out[1];
+        let [n, co, _, _] = io.out;
         let work = io.out.iter().product::<usize>();
         (
-            co / self.groups.max(1),
-            1,
+            n.saturating_mul(co / self.groups.max(1)),
+            usize::MAX,
             work.saturating_mul(io.w.0.len() / co.max(1)),
         )
     }
 
-    /// Each group's output rows are split into `chunks` pieces.
+    /// Whole images split into `chunks` pieces when there are at least as many
+    /// images as chunks; else each image's output-channel rows (see [`image`]).
     fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
-        let p = self;
-        let ([n, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
-        let (cog, k, pixels) = (co / p.groups, cig * kh * kw, oh * ow);
-        let band = band_rows(k, [oh, ow]);
-        with_buffer(&COLUMNS, k * band * ow, |col| {
-            for (b, image_out) in out.chunks_mut(co * pixels).enumerate().take(n) {
-                for (gi, group_out) in image_out.chunks_mut(cog * pixels).enumerate() {
-                    let x = &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w];
-                    for (row, values) in group_out.chunks_mut(pixels).enumerate() {
-                        values.fill(io.bias.map_or(0.0, |bias| bias[gi * cog + row]));
-                    }
-                    let weights = &io.w.0[gi * cog * k..][..cog * k];
-                    for first in (0..oh).step_by(band) {
-                        let rows = first..oh.min(first + band);
-                        let col = &mut col[..k * rows.len() * ow];
-                        unroll(p, x, [cig, h, w], [kh, kw], (rows.clone(), ow), col);
-                        let cols = rows.start * ow..rows.end * ow;
-                        let dims = [cog, k, pixels];
-                        multiply(weights, col, group_out, dims, cols, (chunks, parallel));
-                    }
+        let [n, co, oh, ow] = io.out;
+        let len = co * oh * ow;
+        if chunks > 1 && n >= chunks {
+            for_row_blocks(out, [n, len], chunks, parallel, &|range, piece| {
+                for (b, image_out) in range.zip(piece.chunks_mut(len.max(1))) {
+                    image(self, io, b, image_out, (1, &serial));
                 }
+            });
+        } else {
+            for (b, image_out) in out.chunks_mut(len.max(1)).enumerate().take(n) {
+                image(self, io, b, image_out, (chunks, parallel));
             }
-        });
+        }
     }
 }
 
+/// Whether a `conv2d` with parameters `p` fits `[x, w, out]` dims and a bias of
+/// `bias_len` values: groups divide the channels, the output size is the window
+/// count, the bias has one value per output channel.
+pub fn dims_fit(p: &Conv2dParams, [x, wd, out]: [[usize; 4]; 3], bias_len: Option<usize>) -> bool {
+    let ([n, c, h, w], [co, cig, kh, kw], [on, oc, oh, ow]) = (x, wd, out);
+    let g = p.groups;
+    let windows = |size: usize, pad: usize, k: usize, d: usize, s: usize| {
+        let span = d.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
+        Some((size + pad).checked_sub(span)? / s.max(1) + 1)
+    };
+    g > 0
+        && p.stride.iter().all(|&s| s > 0)
+        && p.dilation.iter().all(|&d| d > 0)
+        && c == cig * g
+        && co % g == 0
+        && (on, oc) == (n, co)
+        && windows(
+            h,
+            p.padding.top + p.padding.bottom,
+            kh,
+            p.dilation[0],
+            p.stride[0],
+        ) == Some(oh)
+        && windows(
+            w,
+            p.padding.left + p.padding.right,
+            kw,
+            p.dilation[1],
+            p.stride[1],
+        ) == Some(ow)
+        && bias_len.is_none_or(|b| b == co)
+}
+
+/// Runs chunks `0..n` one after the other on this thread.
+pub(super) fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    (0..n).for_each(f);
+}
+
+/// Writes image `b` of the convolution `p` on `io` (checked by
+/// [`ConvKind::fits`]) into `out` (its `[C_out, H_out, W_out]` block): per channel
+/// group and band of output rows, the band is unrolled (im2col; its rows split
+/// into `chunks` pieces run by `parallel`) and packed once into GEMM panels (the
+/// panels split likewise), then the group's output-channel rows are split into
+/// `chunks` pieces, each multiplying its weight rows by the shared packed band
+/// (no chunk repacks it). The packed GEMM gives a
+/// row the same bits whatever row block it is in, so any `chunks` gives the same
+/// output.
+pub fn image(
+    p: &Conv2dParams,
+    io: &ConvIo<'_>,
+    b: usize,
+    out: &mut [f32],
+    (chunks, parallel): (usize, Parallel<'_>),
+) {
+    let ([_, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
+    let (cog, k, pixels) = (co / p.groups, cig * kh * kw, oh * ow);
+    let bands = band_rows(k, [oh, ow]);
+    let band_cols = bands * ow;
+    let packed_len = gemm::packed_b_len(k, band_cols).unwrap_or(0);
+    with_buffer(&COLUMNS, k * band_cols, |col| {
+        with_buffer(&PACKED, packed_len, |packed| {
+            for (gi, group_out) in out.chunks_mut(cog * pixels).enumerate() {
+                let x = &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w];
+                for (row, values) in group_out.chunks_mut(pixels).enumerate() {
+                    values.fill(io.bias.map_or(0.0, |bias| bias[gi * cog + row]));
+                }
+                let weights = &io.w.0[gi * cog * k..][..cog * k];
+                for first in (0..oh).step_by(bands) {
+                    let rows = first..oh.min(first + bands);
+                    let n = rows.len() * ow;
+                    let col = &mut col[..k * n];
+                    let unroll_rows = |ks: Range<usize>, piece: &mut [f32]| {
+                        unroll(p, x, [h, w], [kh, kw], (rows.clone(), ow), (ks, piece));
+                    };
+                    for_row_blocks(col, [k, n], chunks, parallel, &unroll_rows);
+                    let packed = &mut packed[..gemm::packed_b_len(k, n).unwrap_or(0)];
+                    pack(col, [k, n], packed, (chunks, parallel));
+                    let band = Band {
+                        weights,
+                        packed,
+                        dims: [cog, k, pixels],
+                        cols: rows.start * ow..rows.end * ow,
+                    };
+                    band.multiply(group_out, (chunks, parallel));
+                }
+            }
+        });
+    });
+}
+
+/// Packs the `k × n` row-major `col` into `packed` (`gemm::pack_b`'s panels), the
+/// panels split into `chunks` pieces run by `parallel` (the same values whatever
+/// the split).
+fn pack(
+    col: &[f32],
+    [k, n]: [usize; 2],
+    packed: &mut [f32],
+    (chunks, parallel): (usize, Parallel<'_>),
+) {
+    let nr = gemm::NR;
+    let pack_panels = |panels: Range<usize>, piece: &mut [f32]| {
+        let cols = panels.start * nr..(panels.end * nr).min(n);
+        let done = MatRef::new(&col[cols.start..], k, cols.len(), n, 1)
+            .and_then(|b| gemm::pack_b(b, piece));
+        debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
+    };
+    for_row_blocks(
+        packed,
+        [n.div_ceil(nr), k * nr],
+        chunks,
+        parallel,
+        &pack_panels,
+    );
+}
+
 /// Output rows unrolled at once: a band whose unrolled `k × rows·W_out` block stays
-/// within about half of a core's L2, so the GEMM packs it from cache (at least one
+/// within about half of a core's L2, so packing it reads from cache (at least one
 /// row).
 fn band_rows(k: usize, [oh, ow]: [usize; 2]) -> usize {
     const BAND_FLOATS: usize = 96 * 1024;
     (BAND_FLOATS / k.saturating_mul(ow).max(1)).clamp(1, oh.max(1))
 }
 
-/// `out[rows, cols] += weights[rows] · col` (`out` is `rows × pixels`, `col` is
-/// `k × cols.len()`) for `rows` split into `chunks` run by `parallel`.
-fn multiply(
-    weights: &[f32],
-    col: &[f32],
-    out: &mut [f32],
-    [rows, k, pixels]: [usize; 3],
+/// One band of one channel group: `out[.., cols] += weights · B` where B is the
+/// band's packed `k × cols.len()` unrolled input.
+struct Band<'a> {
+    /// The group's `[rows, k]` weight rows.
+    weights: &'a [f32],
+    /// The packed band.
+    packed: &'a [f32],
+    /// `[rows, k, pixels]`: GEMM rows, inner size, output row length.
+    dims: [usize; 3],
+    /// The band's output columns.
     cols: Range<usize>,
-    (chunks, parallel): (usize, Parallel<'_>),
-) {
-    let n = cols.len();
-    // At least two rows per chunk: a one-row GEMM takes the GEMV path, whose sum
-    // over K is not blocked like the packed GEMM's, so its bits would depend on the
-    // thread count.
-    let chunks = chunks.min(rows / 2).max(1);
-    for_row_blocks(out, [rows, pixels], chunks, parallel, &|range, piece| {
-        let m = range.len();
-        let a = &weights[range.start * k..range.end * k];
-        let done = with_scratch(gemm::gemm_scratch_len(m, n, k), |scratch| {
-            let a = MatRef::row_major(a, m, k)?;
-            let b = MatRef::row_major(col, k, n)?;
-            let c = MatMut::new(&mut piece[cols.start..], m, n, pixels, 1)?;
-            gemm::gemm(1.0, a, b, 1.0, c, scratch)
-        });
-        debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
-    });
 }
 
-/// im2col of output rows `rows`: `col[(ci·kh + i)·kw + j][(oy − rows.start)·ow + ox]`
-/// is the input at row
+impl Band<'_> {
+    /// Multiplies the band into `out` (`rows × pixels`), its rows split into
+    /// `chunks` pieces run by `parallel` (on this thread when one).
+    fn multiply(&self, out: &mut [f32], (chunks, parallel): (usize, Parallel<'_>)) {
+        let [rows, _, pixels] = self.dims;
+        let chunks = chunks.clamp(1, rows.max(1));
+        if chunks == 1 {
+            self.rows(0..rows, out);
+            return;
+        }
+        for_row_blocks(out, [rows, pixels], chunks, parallel, &|range, piece| {
+            self.rows(range, piece);
+        });
+    }
+
+    /// Rows `range` of the product into `piece` (those rows of the output).
+    fn rows(&self, range: Range<usize>, piece: &mut [f32]) {
+        let ([_, k, pixels], cols) = (self.dims, &self.cols);
+        let (m, n) = (range.len(), cols.len());
+        let a = &self.weights[range.start * k..range.end * k];
+        let done = with_scratch(gemm::gemm_packed_scratch_len(m, k), |scratch| {
+            let a = MatRef::row_major(a, m, k)?;
+            let b = gemm::PackedB::new(self.packed, k, n)?;
+            let c = MatMut::new(&mut piece[cols.start..], m, n, pixels, 1)?;
+            gemm::gemm_packed(1.0, a, b, 1.0, c, &gemm::Epilogue::default(), scratch)
+        });
+        debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
+    }
+}
+
+/// Rows `ks` of the im2col of output rows `rows` into `col` (`ks.len()` rows):
+/// row `(ci·kh + i)·kw + j`, column `(oy − rows.start)·ow + ox` is the input at row
 /// `oy·s0 − top + i·d0`, column `ox·s1 − left + j·d1` of channel `ci` (0 in the padding).
 fn unroll(
     p: &Conv2dParams,
     x: &[f32],
-    [c, h, w]: [usize; 3],
+    [h, w]: [usize; 2],
     [kh, kw]: [usize; 2],
     (rows, ow): (Range<usize>, usize),
-    col: &mut [f32],
+    (ks, col): (Range<usize>, &mut [f32]),
 ) {
     let (s, d) = (p.stride, p.dilation);
-    let mut unrolled = col.chunks_mut(rows.len() * ow);
-    for ci in 0..c {
+    for (r, row) in ks.zip(col.chunks_mut((rows.len() * ow).max(1))) {
+        let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
         let plane = &x[ci * h * w..][..h * w];
-        for i in 0..kh {
-            for j in 0..kw {
-                let row = unrolled.next().expect("col holds c·kh·kw rows");
-                for oy in rows.clone() {
-                    let dst = &mut row[(oy - rows.start) * ow..][..ow];
-                    let y = (oy * s[0] + i * d[0]).checked_sub(p.padding.top);
-                    let Some(src) = y.filter(|&y| y < h).map(|y| &plane[y * w..][..w]) else {
-                        dst.fill(0.0);
-                        continue;
-                    };
-                    // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
-                    let shift = j * d[1];
-                    let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
-                    dst[..lo].fill(0.0);
-                    dst[hi..].fill(0.0);
-                    if lo < hi {
-                        let first = lo * s[1] + shift - p.padding.left;
-                        let inside = &mut dst[lo..hi];
-                        if s[1] == 1 {
-                            inside.copy_from_slice(&src[first..first + inside.len()]);
-                        } else {
-                            for (v, &x) in inside.iter_mut().zip(src[first..].iter().step_by(s[1]))
-                            {
-                                *v = x;
-                            }
-                        }
+        for oy in rows.clone() {
+            let dst = &mut row[(oy - rows.start) * ow..][..ow];
+            let y = (oy * s[0] + i * d[0]).checked_sub(p.padding.top);
+            let Some(src) = y.filter(|&y| y < h).map(|y| &plane[y * w..][..w]) else {
+                dst.fill(0.0);
+                continue;
+            };
+            // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
+            let shift = j * d[1];
+            let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
+            dst[..lo].fill(0.0);
+            dst[hi..].fill(0.0);
+            if lo < hi {
+                let first = lo * s[1] + shift - p.padding.left;
+                let inside = &mut dst[lo..hi];
+                if s[1] == 1 {
+                    inside.copy_from_slice(&src[first..first + inside.len()]);
+                } else {
+                    for (v, &x) in inside.iter_mut().zip(src[first..].iter().step_by(s[1])) {
+                        *v = x;
                     }
                 }
             }

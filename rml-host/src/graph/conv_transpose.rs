@@ -2,8 +2,10 @@
 //! group, the `[C_out/g · kh · kw, C_in/g]` transposed weight times the
 //! `[C_in/g, H · W]` input gives every tap's contribution (`cols`), which col2im adds
 //! into the NCHW output at `oy = iy·s0 + ky·d0 − top`, `ox = ix·s1 + kx·d1 − left`
-//! (bias pre-filled). Output channels split across threads; each chunk computes
-//! and scatters its own channels' rows, so chunks write disjoint outputs. The
+//! (bias pre-filled). Threads take whole images when there are at least as many
+//! images as chunks; otherwise output channels split across threads, each chunk
+//! computing and scattering its own channels' rows, so chunks write disjoint
+//! outputs. The
 //! `cols` rows and the GEMM scratch are per-thread buffers reused across runs.
 
 use std::cell::RefCell;
@@ -12,8 +14,8 @@ use rml_core::Shape;
 use rml_core::ops::conv::{ConvTranspose2dParams, conv_transpose2d_output_shape};
 use rml_kernels::gemm::{self, MatMut, MatRef};
 
-use super::conv::{ConvIo, ConvKind, with_buffer, with_scratch};
-use super::par::{Parallel, for_row_blocks};
+use super::conv::{ConvIo, ConvKind, serial, with_buffer, with_scratch};
+use super::par::{Parallel, for_row_blocks, gemm_chunks};
 
 thread_local! {
     /// The tap rows (`cols`) of the chunk running on this thread.
@@ -37,37 +39,65 @@ impl ConvKind for ConvTranspose2dParams {
             && out_len == os.numel()
     }
 
+    /// Units are the output channels of all images; [`ConvKind::run`] keeps the
+    /// GEMM row split off the small-M path itself (`usize::MAX` rows per unit).
     fn split(&self, io: &ConvIo<'_>) -> (usize, usize, usize) {
         let work = io.out.iter().product::<usize>();
-        let [_, cog, kh, kw] = io.w.1;
+        let [_, cog, _, _] = io.w.1;
         (
-            cog,
-            kh * kw,
+            io.out[0].saturating_mul(cog),
+            usize::MAX,
             work.saturating_mul(io.x.1[1] / self.groups.max(1)),
         )
     }
 
-    /// Each group's output channels are split into `chunks` pieces.
+    /// Whole images split into `chunks` pieces when there are at least as many
+    /// images as chunks (each image computed as on one thread); else each group's
+    /// output channels, in chunks of more than `SMALL_M` GEMM rows
+    /// ([`gemm_chunks`]: every row on the GEMM's blocked path, so the same bits).
     fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
-        let p = self;
-        let ([n, c, h, w], [_, cog, kh, kw], [_, co, oh, ow]) = (io.x.1, io.w.1, io.out);
-        let cig = c / p.groups;
-        let (plane, taps) = (oh * ow, kh * kw);
-        for (b, image_out) in out.chunks_mut(co * plane).enumerate().take(n) {
-            for (gi, group_out) in image_out.chunks_mut(cog * plane).enumerate() {
-                let group = Group {
-                    p,
-                    x: &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w],
-                    w: &io.w.0[gi * cig * cog * taps..][..cig * cog * taps],
-                    bias: io.bias.map(|bias| &bias[gi * cog..][..cog]),
-                    dims: [cig, cog, h, w, kh, kw, oh, ow],
-                };
-                let dims = [cog, plane];
-                for_row_blocks(group_out, dims, chunks, parallel, &|range, piece| {
-                    group.channels(range, piece);
-                });
+        let [n, co, oh, ow] = io.out;
+        let len = co * oh * ow;
+        if chunks > 1 && n >= chunks {
+            for_row_blocks(out, [n, len], chunks, parallel, &|range, piece| {
+                for (b, image_out) in range.zip(piece.chunks_mut(len.max(1))) {
+                    image(self, io, b, image_out, (1, &serial));
+                }
+            });
+        } else {
+            let [_, cog, kh, kw] = io.w.1;
+            let chunks = gemm_chunks(chunks, cog, kh * kw);
+            for (b, image_out) in out.chunks_mut(len.max(1)).enumerate().take(n) {
+                image(self, io, b, image_out, (chunks, parallel));
             }
         }
+    }
+}
+
+/// Image `b` of the transposed convolution `p` into `image_out`, each group's
+/// output channels split into `chunks` pieces run by `parallel`.
+fn image(
+    p: &ConvTranspose2dParams,
+    io: &ConvIo<'_>,
+    b: usize,
+    image_out: &mut [f32],
+    (chunks, parallel): (usize, Parallel<'_>),
+) {
+    let ([_, c, h, w], [_, cog, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
+    let cig = c / p.groups;
+    let (plane, taps) = (oh * ow, kh * kw);
+    for (gi, group_out) in image_out.chunks_mut(cog * plane).enumerate() {
+        let group = Group {
+            p,
+            x: &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w],
+            w: &io.w.0[gi * cig * cog * taps..][..cig * cog * taps],
+            bias: io.bias.map(|bias| &bias[gi * cog..][..cog]),
+            dims: [cig, cog, h, w, kh, kw, oh, ow],
+        };
+        let dims = [cog, plane];
+        for_row_blocks(group_out, dims, chunks, parallel, &|range, piece| {
+            group.channels(range, piece);
+        });
     }
 }
 

@@ -17,6 +17,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use rml_core::ops::conv::Conv2dParams;
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
@@ -25,7 +26,7 @@ use super::batch_norm::{ChannelParams, batch_norm};
 use super::batched_matmul::{Split, matmul};
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
-use super::conv::{ConvIo, ConvKind};
+use super::conv::{self, ConvIo, ConvKind};
 use super::error::{GraphError, Site};
 use super::fold_bn::fold_batch_norms;
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
@@ -338,9 +339,7 @@ impl Ctx<'_> {
                     params: [*bias, None],
                     out: *out,
                 };
-                let bcast = &self.plan.broadcasts[index];
-                self.stream(epilogue.as_ref(), Some(&g), bcast, arena, scratch);
-                Ok(())
+                self.produce(index, epilogue.as_ref(), &g, (arena, scratch))
             }
             StepKind::LayerNorm {
                 x,
@@ -359,9 +358,22 @@ impl Ctx<'_> {
                     params: *params,
                     out: *out,
                 };
-                let bcast = &self.plan.broadcasts[index];
-                self.stream(Some(epilogue), Some(&g), bcast, arena, scratch);
-                Ok(())
+                self.produce(index, Some(epilogue), &g, (arena, scratch))
+            }
+            StepKind::Conv {
+                node,
+                x,
+                bias,
+                out,
+                epilogue,
+            } => {
+                let g = Producer {
+                    rows: Rows::Conv(self.conv_rows(*node, *x, *out)?),
+                    x: *x,
+                    params: [*bias, None],
+                    out: *out,
+                };
+                self.produce(index, epilogue.as_ref(), &g, (arena, scratch))
             }
             StepKind::Node(node) => self.node(*node, arena),
             StepKind::Attention {
@@ -380,6 +392,55 @@ impl Ctx<'_> {
                             .into(),
                     })
             }
+        }
+    }
+
+    /// Runs step `index`'s producer `g` with its epilogue program `p`, if any
+    /// ([`Ctx::stream`]).
+    fn produce(
+        &self,
+        index: usize,
+        p: Option<&Program>,
+        g: &Producer<'_>,
+        (arena, scratch): (&mut [u64], &mut [f32]),
+    ) -> Result<(), GraphError> {
+        self.stream(p, Some(g), &self.plan.broadcasts[index], arena, scratch);
+        Ok(())
+    }
+
+    /// The `conv2d` node `node` (a [`StepKind::Conv`]) reading `x` and writing
+    /// `out` at this plan's shapes; an error naming the node when its shapes do not
+    /// fit the convolution (shape inference rules that out).
+    fn conv_rows(&self, node: usize, x: ValueId, out: ValueId) -> Result<ConvRows<'_>, GraphError> {
+        let n = &self.graph.nodes[node];
+        let w = n.inputs.get(1).copied().flatten();
+        let weight = w.and_then(|w| match self.consts.get(w) {
+            Some((shape, Buffer::F32(data))) => Some((&data[..], shape.dims().try_into().ok()?)),
+            _ => None,
+        });
+        let dims = |v: ValueId| self.plan.shapes[v].dims().try_into().ok();
+        let bias_len = n
+            .inputs
+            .get(2)
+            .copied()
+            .flatten()
+            .map(|b| self.plan.shapes[b].numel());
+        match (&n.op, weight, dims(x), dims(out)) {
+            (Op::Conv2d(p), Some(w), Some(x_dims), Some(out_dims))
+                if conv::dims_fit(p, [x_dims, w.1, out_dims], bias_len) =>
+            {
+                Ok(ConvRows {
+                    p,
+                    w,
+                    x_dims,
+                    out: out_dims,
+                    pool: self.pool,
+                })
+            }
+            _ => Err(GraphError::Run {
+                site: Site::Node(Box::new(n.describe(node))),
+                message: "operand shapes do not fit the convolution".into(),
+            }),
         }
     }
 
@@ -406,16 +467,23 @@ impl Ctx<'_> {
         let no_values: &[ValueId] = &[];
         let (p_outs, p_ops) = p.map_or((no_values, no_values), |p| (&p.outputs, &p.operands));
         let (nprog, nops) = (p_outs.len(), p_ops.len());
-        // Regions: program outputs, then the producer's output; program operands,
-        // then x and the producer's parameters.
+        // Regions: program outputs, then the producer's output (unless the program
+        // rewrites it in place: it is then one of the program's outputs, `produced`);
+        // program operands, then x and the producer's parameters.
         let mut out_ids = [0; MAX_IO];
         let mut in_ids = [0; MAX_IO];
         out_ids[..nprog].copy_from_slice(p_outs);
         in_ids[..nops].copy_from_slice(p_ops);
         let (mut nout, mut nin) = (nprog, nops);
+        let mut produced = nprog;
         if let Some(g) = g {
-            out_ids[nout] = g.out;
-            nout += 1;
+            match p_outs.iter().position(|&o| o == g.out) {
+                Some(j) => produced = j,
+                None => {
+                    out_ids[nout] = g.out;
+                    nout += 1;
+                }
+            }
             in_ids[nin] = g.x;
             nin += 1;
             for v in g.params.iter().flatten() {
@@ -443,7 +511,7 @@ impl Ctx<'_> {
         let mut sources: [Source<'_>; MAX_OPERANDS] = [Source::Output(0); MAX_OPERANDS];
         for (i, &v) in p_ops.iter().enumerate() {
             sources[i] = match (io.in_place[i], io.ins[i]) {
-                _ if Some(v) == producer_out => Source::Output(nprog),
+                _ if Some(v) == producer_out => Source::Output(produced),
                 (Some(j), _) => Source::Output(j),
                 (None, Some(words)) => Source::Data(self.data(v, words), bcast[i]),
                 (None, None) => {
@@ -473,7 +541,15 @@ impl Ctx<'_> {
         let work = match g.map(|g| &g.rows) {
             Some(Rows::Gemm(gemm)) => Cost::Fma(n.saturating_mul(gemm.k)).ps() + program,
             Some(Rows::LayerNorm { .. }) => Cost::RowElements(n).ps() + program,
+            Some(Rows::Conv(conv)) => Cost::Fma(n.saturating_mul(conv.k())).ps() + program,
             None => program,
+        };
+        let work = Cost::Ps(work);
+        let chunks = self.chunks(units, work);
+        // A convolution on one chunk may split its output-channel rows instead.
+        let inner = match g.map(|g| &g.rows) {
+            Some(Rows::Conv(conv)) if chunks == 1 => self.chunks(conv.channel_rows(), work),
+            _ => 1,
         };
         let body = |outs: &mut [DataMut<'_>], first: usize, scratch: &mut [f32]| match (g, xs) {
             (Some(g), Some(x)) => {
@@ -482,8 +558,14 @@ impl Ctx<'_> {
                         p.run(sources, w, at);
                     }
                 };
-                g.rows
-                    .run(x, params, (outs, nprog), first, scratch, epilogue);
+                g.rows.run(
+                    x,
+                    params,
+                    (outs, produced),
+                    (first, inner),
+                    scratch,
+                    epilogue,
+                );
             }
             _ => {
                 if let Some(p) = p {
@@ -491,8 +573,6 @@ impl Ctx<'_> {
                 }
             }
         };
-        let work = Cost::Ps(work);
-        let chunks = self.chunks(units, work);
         let per = self.scratch_per_chunk;
         if chunks == 1 {
             body(&mut outs[..nout], 0, &mut scratch[..per]);
@@ -988,12 +1068,62 @@ fn row_kernel(
 const NORM_BLOCK: usize = 2048;
 
 /// What a streamed step computes before its epilogue program: a packed GEMM (a
-/// linear) or a layer norm over the last axis on rml-kernels' row kernel.
+/// linear), a layer norm over the last axis on rml-kernels' row kernel, or a
+/// convolution (a row is one image's output).
 enum Rows<'a> {
     /// The GEMM.
     Gemm(Gemm<'a>),
     /// The layer norm of rows of `cols` values.
     LayerNorm { epsilon: f32, cols: usize },
+    /// The `conv2d`.
+    Conv(ConvRows<'a>),
+}
+
+/// A `conv2d` with a constant weight, run image by image (`graph/conv.rs`).
+struct ConvRows<'a> {
+    p: &'a Conv2dParams,
+    /// The weight and its dims.
+    w: (&'a [f32], [usize; 4]),
+    x_dims: [usize; 4],
+    out: [usize; 4],
+    /// Runs the chunks of an image's split output-channel rows on its team.
+    pool: &'a ThreadPool,
+}
+
+impl ConvRows<'_> {
+    /// The GEMM's inner size, `C_in/g · kh · kw`.
+    fn k(&self) -> usize {
+        let [_, cig, kh, kw] = self.w.1;
+        cig * kh * kw
+    }
+
+    /// One channel group's output channels (the rows an image's GEMM splits).
+    fn channel_rows(&self) -> usize {
+        self.out[1] / self.p.groups.max(1)
+    }
+
+    /// Image `b` of the convolution of `x` into `out`, its rows split into
+    /// `chunks` pieces.
+    fn image(&self, x: &[f32], bias: Option<&[f32]>, b: usize, out: &mut [f32], chunks: usize) {
+        let io = ConvIo {
+            x: (x, self.x_dims),
+            w: self.w,
+            bias,
+            out: self.out,
+        };
+        let parallel = |n: usize, f: &(dyn Fn(usize) + Sync)| self.pool.run_team(n, f);
+        conv::image(self.p, &io, b, out, (chunks, &parallel));
+    }
+}
+
+/// Calls `f` with every output of `outs` windowed to `range`.
+fn windowed(outs: &mut [DataMut<'_>], range: Range<usize>, f: impl FnOnce(&mut [DataMut<'_>])) {
+    let nout = outs.len();
+    let mut window: [DataMut<'_>; MAX_IO] = std::array::from_fn(|_| DataMut::F32(&mut []));
+    for (w, o) in window.iter_mut().zip(outs.iter_mut()) {
+        *w = o.window(range.clone());
+    }
+    f(&mut window[..nout]);
 }
 
 impl Rows<'_> {
@@ -1002,6 +1132,7 @@ impl Rows<'_> {
         match self {
             Rows::Gemm(g) => g.m,
             Rows::LayerNorm { cols, .. } => *cols,
+            Rows::Conv(conv) => conv.out[1..].iter().product(),
         }
     }
 
@@ -1010,13 +1141,15 @@ impl Rows<'_> {
     /// and calls `epilogue(outs, element)` on every block of computed rows (all
     /// outputs windowed to the block, `element` its first flat index): the whole
     /// chunk at once after a GEMM, blocks of at most [`NORM_BLOCK`] elements for a
-    /// layer norm. A row's values do not depend on the block or chunk it falls in.
+    /// layer norm, each image after a convolution (whose rows are split into
+    /// `inner` chunks). A row's values do not depend on the block or chunk it
+    /// falls in.
     fn run(
         &self,
         x: &[f32],
         params: [Option<&[f32]>; 2],
         (outs, at): (&mut [DataMut<'_>], usize),
-        first: usize,
+        (first, inner): (usize, usize),
         scratch: &mut [f32],
         mut epilogue: impl FnMut(&mut [DataMut<'_>], usize),
     ) {
@@ -1044,14 +1177,21 @@ impl Rows<'_> {
                         norm::layer_norm_rows(x, cols, range, gamma, beta, *epsilon, y)
                             .expect("layer-norm steps are checked to fit the row kernel");
                     }
-                    let nout = outs.len();
-                    let mut window: [DataMut<'_>; MAX_IO] =
-                        std::array::from_fn(|_| DataMut::F32(&mut []));
-                    for (w, o) in window.iter_mut().zip(outs.iter_mut()) {
-                        *w = o.window(r * cols..end * cols);
-                    }
-                    epilogue(&mut window[..nout], (first + r) * cols);
+                    windowed(outs, r * cols..end * cols, |w| {
+                        epilogue(w, (first + r) * cols);
+                    });
                     r = end;
+                }
+            }
+            Rows::Conv(conv) => {
+                for r in 0..outs[at].len() / cols {
+                    if let DataMut::F32(o) = &mut outs[at] {
+                        let image = &mut o[r * cols..(r + 1) * cols];
+                        conv.image(x, params[0], first + r, image, inner);
+                    }
+                    windowed(outs, r * cols..(r + 1) * cols, |w| {
+                        epilogue(w, (first + r) * cols);
+                    });
                 }
             }
         }

@@ -123,7 +123,9 @@ pub fn plan(
         let mut bcast = Vec::new();
         let program = match &step.kind {
             StepKind::Fused(p) => Some(p),
-            StepKind::Linear { epilogue, .. } => epilogue.as_ref(),
+            StepKind::Linear { epilogue, .. } | StepKind::Conv { epilogue, .. } => {
+                epilogue.as_ref()
+            }
             StepKind::LayerNorm { epilogue, .. } => Some(epilogue),
             _ => None,
         };

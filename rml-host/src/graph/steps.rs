@@ -63,6 +63,22 @@ pub enum StepKind {
         /// The program run on each block of output rows.
         epilogue: Program,
     },
+    /// The f32 `conv2d` node `node` with a constant weight (im2col + packed GEMM,
+    /// `graph/conv.rs`), with the fused program that reads its output as an
+    /// epilogue run on each image's output while it is in cache (epilogue fusion:
+    /// activation, residual add; only formed with fusion on).
+    Conv {
+        /// The node.
+        node: usize,
+        /// The `[N, C_in, H, W]` input.
+        x: ValueId,
+        /// The `[C_out]` bias, if any.
+        bias: Option<ValueId>,
+        /// The `[N, C_out, H_out, W_out]` output.
+        out: ValueId,
+        /// The program run on each image's output.
+        epilogue: Option<Program>,
+    },
     /// The output is the input's buffer under another shape.
     Alias {
         /// Source value.
@@ -142,23 +158,27 @@ pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bo
             continue; // a later member of a program
         }
         let n = &graph.nodes[node];
-        let kind = linear_step(graph, consts, node, &mut packs).unwrap_or_else(|| match n.op {
-            Op::Reshape { .. }
-            | Op::Flatten { .. }
-            | Op::Squeeze { .. }
-            | Op::Unsqueeze { .. }
-            | Op::Identity
-                if consts.get(n.inputs[0].expect("data input")).is_none() =>
-            {
-                StepKind::Alias {
-                    from: n.inputs[0].expect("data input"),
-                    to: n.outputs[0],
+        let kind = linear_step(graph, consts, node, &mut packs)
+            .or_else(|| conv_step(graph, consts, node))
+            .unwrap_or_else(|| match n.op {
+                Op::Reshape { .. }
+                | Op::Flatten { .. }
+                | Op::Squeeze { .. }
+                | Op::Unsqueeze { .. }
+                | Op::Identity
+                    if consts.get(n.inputs[0].expect("data input")).is_none() =>
+                {
+                    StepKind::Alias {
+                        from: n.inputs[0].expect("data input"),
+                        to: n.outputs[0],
+                    }
                 }
-            }
-            _ => StepKind::Node(node),
-        });
+                _ => StepKind::Node(node),
+            });
         let reads = match &kind {
-            StepKind::Linear { x, bias, .. } => std::iter::once(*x).chain(*bias).collect(),
+            StepKind::Linear { x, bias, .. } | StepKind::Conv { x, bias, .. } => {
+                std::iter::once(*x).chain(*bias).collect()
+            }
             _ => n.inputs.iter().flatten().copied().collect(),
         };
         steps.push(Step {
@@ -290,8 +310,25 @@ fn fold_attention_transposes(graph: &Graph, consts: &ConstTable, steps: Vec<Step
 /// when it reads that step's output at the same shape: the program then runs on
 /// each block of rows while they are in cache.
 fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec<Step> {
+    // Steps reading each value (graph outputs count as one more).
+    let mut readers = vec![0usize; graph.values.len()];
+    for step in &steps {
+        for (i, &v) in step.reads.iter().enumerate() {
+            if !step.reads[..i].contains(&v) {
+                readers[v] += 1;
+            }
+        }
+    }
+    for &v in &graph.outputs {
+        readers[v] += 1;
+    }
     let mut merged: Vec<Step> = Vec::with_capacity(steps.len());
     for step in steps {
+        if let StepKind::Fused(p) = &step.kind
+            && attach_conv_epilogue(graph, (p, &step.label), &readers, &mut merged)
+        {
+            continue;
+        }
         if let (StepKind::Fused(p), Some(previous)) = (&step.kind, merged.last_mut())
             && let StepKind::Node(node) = previous.kind
             && let Some((x, params, epsilon)) = row_layer_norm(graph, consts, node)
@@ -352,6 +389,109 @@ fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec
         merged.push(step);
     }
     merged
+}
+
+/// Makes `p` (labelled `label`) the epilogue of the last step of `merged` when
+/// that is a [`StepKind::Conv`] without one and `p` reads its output at the same
+/// shape, or of the step before when the last is a same-shape alias of that
+/// output (a folded batch norm's `identity`; `p` then reads the output itself).
+/// When `p` alone reads the output (`readers`: steps reading each value, graph
+/// outputs counted) and has one output of the same dtype, the convolution writes
+/// that output and `p` rewrites it in place, so the step touches one buffer, not
+/// two. `false` (nothing changed) otherwise.
+fn attach_conv_epilogue(
+    graph: &Graph,
+    (p, label): (&Program, &str),
+    readers: &[usize],
+    merged: &mut [Step],
+) -> bool {
+    let shape = |v: ValueId| &graph.values[v].ty.shape;
+    let mut p = p.clone();
+    let mut at = merged.len();
+    // Whether `p` alone reads the convolution's output (through the alias, if any).
+    let mut private = true;
+    if let Some(Step {
+        kind: StepKind::Alias { from, to },
+        ..
+    }) = merged.last()
+        && shape(*from) == shape(*to)
+        && !p.operands.contains(from)
+        && matches!(merged.get(at.wrapping_sub(2)), Some(Step { kind: StepKind::Conv { out, .. }, .. }) if out == from)
+    {
+        for v in p.operands.iter_mut().filter(|v| **v == *to) {
+            *v = *from;
+        }
+        private = readers[*to] == 1;
+        at -= 1;
+    }
+    let Some(previous) = at.checked_sub(1).and_then(|i| merged.get_mut(i)) else {
+        return false;
+    };
+    let StepKind::Conv {
+        out,
+        epilogue: epilogue @ None,
+        ..
+    } = &mut previous.kind
+    else {
+        return false;
+    };
+    let fits = p.operands.contains(out)
+        && p.outputs.iter().all(|&o| shape(o) == shape(*out))
+        && p.operands.len() + previous.reads.len() <= super::arena::MAX_IO
+        && p.outputs.len() < super::arena::MAX_IO;
+    if !fits {
+        return false;
+    }
+    let in_place = private
+        && readers[*out] == 1
+        && p.outputs.len() == 1
+        && graph.values[p.outputs[0]].ty.dtype == graph.values[*out].ty.dtype;
+    if in_place {
+        let (from, to) = (*out, p.outputs[0]);
+        for v in p.operands.iter_mut().filter(|v| **v == from) {
+            *v = to;
+        }
+        *out = to;
+        previous.writes.clear();
+    }
+    let out = *out;
+    previous.label.push_str(" => ");
+    previous.label.push_str(label);
+    previous
+        .reads
+        .extend(p.operands.iter().filter(|&&v| v != out));
+    previous.writes.extend(&p.outputs);
+    *epilogue = Some(p);
+    true
+}
+
+/// A `conv2d` on F32 with a constant rank-4 F32 weight (and an F32 bias, if
+/// any) reading a non-constant input: a [`StepKind::Conv`].
+fn conv_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKind> {
+    let n = &graph.nodes[node];
+    let Op::Conv2d(_) = n.op else {
+        return None;
+    };
+    let f32 = |v: ValueId| graph.values[v].ty.dtype == DType::F32;
+    let x = n.inputs.first().copied().flatten()?;
+    let w = n.inputs.get(1).copied().flatten()?;
+    let bias = n.inputs.get(2).copied().flatten();
+    let (shape, Buffer::F32(_)) = consts.get(w)? else {
+        return None;
+    };
+    let fits = shape.rank() == 4
+        && f32(x)
+        && consts.get(x).is_none()
+        && bias.is_none_or(f32)
+        && n.outputs.len() == 1
+        && f32(n.outputs[0]);
+    fits.then_some(StepKind::Conv {
+        node,
+        x,
+        bias,
+        out: n.outputs[0],
+        epilogue: None,
+    })
 }
 
 /// The input, affine parameters and epsilon of node `node` when it is an f32
