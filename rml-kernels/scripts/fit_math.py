@@ -113,13 +113,6 @@ def main():
     w = s**3 / (2 * np.arctanh(s))
     report("LOG1P_R", lawson(u, rr, w, 4), u, rr, w)
 
-    # tanh(x) = x + x^3 P(x^2) for |x| <= TANH_SMALL = 0.55; relative error.
-    x = cheb_grid(1e-4, 0.55)
-    u = x * x
-    p = (np.tanh(x) - x) / x**3
-    w = x**3 / np.tanh(x)
-    report("TANH_P", lawson(u, p, w, 5), u, p, w)
-
     # erf(x) = x Q(x^2) for |x| <= ERF_SMALL = 0.875; relative error.
     x = cheb_grid(1e-4, 0.875)
     u = x * x
