@@ -35,6 +35,51 @@ def lawson(u, target, weight, degree, iters=200):
     return c
 
 
+def lawson_basis(v, target, weight, iters=300):
+    """Minimax fit of v @ c to target (columns of v: the basis), as `lawson`."""
+    lw = np.ones(len(target)) / len(target)
+    c = None
+    for _ in range(iters):
+        sw = np.sqrt(lw) * weight
+        c, *_ = np.linalg.lstsq(v * sw[:, None], target * sw, rcond=None)
+        err = np.abs(weight * (v @ c - target))
+        lw = lw * err
+        lw /= lw.sum()
+    return c
+
+
+def erf_table():
+    """erf(a) = c_i + t P_i(t), t = a - i/2, i = round(2a) clamped to 7 (AVX2 erf).
+
+    Interval i covers [i/2 - 1/4, i/2 + 1/4) (interval 0: [0, 1/4), where c_0 = 0
+    and t = a, so small arguments keep their relative precision; interval 7:
+    [3.25, 4], where erf rounds to 1 from 3.92). `c_i` is erf(i/2) rounded to f32
+    and the degree-5 `P_i` is fitted to the relative error of erf around it.
+    Printed as one row per coefficient (highest degree first, then `c_i`), eight
+    intervals per row: the `vpermps` tables.
+    """
+    erf = np.vectorize(math.erf)
+    rows = [[] for _ in range(7)]
+    worst = 0.0
+    for i in range(8):
+        lo, hi = max(0.5 * i - 0.25, 1e-7), (0.5 * i + 0.25 if i < 7 else 4.0)
+        a = cheb_grid(lo, hi)
+        t = a - 0.5 * i
+        ci = float(np.float32(math.erf(0.5 * i)))
+        v = np.vander(t, 6, increasing=True) * t[:, None]
+        c = lawson_basis(v, erf(a) - ci, 1.0 / erf(a))
+        c32 = c.astype(np.float32).astype(np.float64)
+        worst = max(worst, np.max(np.abs((v @ c32 + ci - erf(a)) / erf(a))))
+        for k, coef in enumerate(c32[::-1]):
+            rows[k].append(coef)
+        rows[6].append(ci)
+    print(f"// ERF_T: degree 5 per interval, max relative error {worst:.3e}")
+    print("const ERF_T: [[f32; 8]; 7] = [")
+    for r in rows:
+        print("    [" + ", ".join(f"{float(np.float32(x))!r}" for x in r) + "],")
+    print("];")
+
+
 def report(name, c, u, target, weight):
     c32 = c.astype(np.float32).astype(np.float64)
     v = np.vander(u, len(c), increasing=True)
@@ -68,13 +113,6 @@ def main():
     w = s**3 / (2 * np.arctanh(s))
     report("LOG1P_R", lawson(u, rr, w, 4), u, rr, w)
 
-    # tanh(x) = x + x^3 P(x^2) for |x| <= TANH_SMALL = 0.55; relative error.
-    x = cheb_grid(1e-4, 0.55)
-    u = x * x
-    p = (np.tanh(x) - x) / x**3
-    w = x**3 / np.tanh(x)
-    report("TANH_P", lawson(u, p, w, 5), u, p, w)
-
     # erf(x) = x Q(x^2) for |x| <= ERF_SMALL = 0.875; relative error.
     x = cheb_grid(1e-4, 0.875)
     u = x * x
@@ -94,6 +132,8 @@ def main():
     t = 1.0 / (1.0 + 0.5 * x)
     g = erfc(x) * np.exp(x * x)
     report("ERFC_G", lawson(t, g, 1.0 / g, 10), t, g, 1.0 / g)
+
+    erf_table()
 
 
 if __name__ == "__main__":

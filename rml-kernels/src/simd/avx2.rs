@@ -34,6 +34,7 @@ fn run_avx2<R>(f: impl FnOnce() -> R) -> R {
 
 impl Simd for F32x8 {
     const LANES: usize = 8;
+    const FAST_LOOKUP: bool = true;
     type Mask = __m256;
 
     #[inline(always)]
@@ -176,6 +177,12 @@ impl Simd for F32x8 {
         }
     }
     #[inline(always)]
+    fn min_bound(self, bound: f32) -> Self {
+        // SAFETY: AVX available (module docs).
+        // minps returns its second operand when either is NaN: `self`.
+        F32x8(unsafe { _mm256_min_ps(_mm256_set1_ps(bound), self.0) })
+    }
+    #[inline(always)]
     fn abs(self) -> Self {
         // SAFETY: AVX available (module docs).
         F32x8(unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), self.0) })
@@ -245,6 +252,14 @@ impl Simd for F32x8 {
             );
             (F32x8(_mm256_cvtepi32_ps(e)), F32x8(_mm256_castsi256_ps(m)))
         }
+    }
+    #[inline(always)]
+    fn lookup8(self, table: &[f32; 8]) -> Self {
+        // SAFETY: `table` holds 8 f32; loadu has no alignment requirement; AVX2
+        // available (module docs). vpermps uses the low three bits of each index.
+        F32x8(unsafe {
+            _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.as_ptr()), _mm256_castps_si256(self.0))
+        })
     }
     #[inline(always)]
     fn copysign(self, sign: Self) -> Self {

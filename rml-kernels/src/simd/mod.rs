@@ -32,6 +32,10 @@ pub(crate) const MAX_LANES: usize = 8;
 pub(crate) trait Simd: Copy {
     /// Number of f32 lanes.
     const LANES: usize;
+    /// Whether [`Simd::lookup8`] is a single instruction (AVX2 `vpermps`): kernels
+    /// with a table-driven form take it only then; the others keep their portable
+    /// formula.
+    const FAST_LOOKUP: bool;
     /// The result of a lane-wise comparison.
     type Mask: Copy;
 
@@ -67,6 +71,9 @@ pub(crate) trait Simd: Copy {
     fn max(self, o: Self) -> Self;
     /// Lane-wise minimum, NaN if either lane is NaN.
     fn min(self, o: Self) -> Self;
+    /// `min(self, bound)` for a bound that is never NaN; a NaN lane of `self`
+    /// stays NaN (one instruction on AVX2, where [`Simd::min`] takes three).
+    fn min_bound(self, bound: f32) -> Self;
     /// Absolute value (clears the sign bit).
     fn abs(self) -> Self;
     /// Square root (correctly rounded).
@@ -90,6 +97,10 @@ pub(crate) trait Simd: Copy {
     /// `m` in `[√½, √2)` (split at the bit pattern [`SQRT_HALF_BITS`]: integer
     /// subtract, shift, mask and add, no compare).
     fn exponent_mantissa(self) -> (Self, Self);
+    /// Eight-entry table lookup: each lane becomes `table[bits & 7]`, where `bits`
+    /// is that lane's bit pattern (so `i + 1.5 * 2^23` selects entry `i` for
+    /// integral `i` in `0..8`).
+    fn lookup8(self, table: &[f32; 8]) -> Self;
     /// `|self|` with the sign bit of `sign`.
     fn copysign(self, sign: Self) -> Self;
     /// Sum of the lanes (in an ISA-specific order).

@@ -25,6 +25,7 @@ impl F32x4 {
 
 impl Simd for F32x4 {
     const LANES: usize = 4;
+    const FAST_LOOKUP: bool = false;
     type Mask = uint32x4_t;
 
     #[inline(always)]
@@ -137,6 +138,10 @@ impl Simd for F32x4 {
         F32x4(unsafe { vminq_f32(self.0, o.0) })
     }
     #[inline(always)]
+    fn min_bound(self, bound: f32) -> Self {
+        self.min(Self::splat(bound))
+    }
+    #[inline(always)]
     fn abs(self) -> Self {
         // SAFETY: NEON is baseline.
         F32x4(unsafe { vabsq_f32(self.0) })
@@ -200,6 +205,23 @@ impl Simd for F32x4 {
                 vdupq_n_s32(SQRT_HALF_BITS),
             );
             (F32x4(vcvtq_f32_s32(e)), F32x4(vreinterpretq_f32_s32(m)))
+        }
+    }
+    #[inline(always)]
+    fn lookup8(self, table: &[f32; 8]) -> Self {
+        // SAFETY: `table` holds 8 f32 = 32 readable bytes; NEON is baseline.
+        unsafe {
+            // Byte indices 4i, 4i+1, 4i+2, 4i+3 for lane index i = bits & 7.
+            let i = vandq_u32(vreinterpretq_u32_f32(self.0), vdupq_n_u32(7));
+            let bytes = vmlaq_u32(vdupq_n_u32(0x0302_0100), i, vdupq_n_u32(0x0404_0404));
+            let t = uint8x16x2_t(
+                vld1q_u8(table.as_ptr().cast()),
+                vld1q_u8(table.as_ptr().add(4).cast()),
+            );
+            F32x4(vreinterpretq_f32_u8(vqtbl2q_u8(
+                t,
+                vreinterpretq_u8_u32(bytes),
+            )))
         }
     }
     #[inline(always)]

@@ -17,6 +17,7 @@ fn split(a: f32) -> (f32, f32) {
 
 impl Simd for F32x1 {
     const LANES: usize = 1;
+    const FAST_LOOKUP: bool = false;
     type Mask = bool;
 
     #[inline(always)]
@@ -84,6 +85,10 @@ impl Simd for F32x1 {
         F32x1(if a.is_nan() || a < b { a } else { b })
     }
     #[inline(always)]
+    fn min_bound(self, bound: f32) -> Self {
+        F32x1(if bound < self.0 { bound } else { self.0 })
+    }
+    #[inline(always)]
     fn abs(self) -> Self {
         F32x1(f32::from_bits(self.0.to_bits() & 0x7fff_ffff))
     }
@@ -128,6 +133,10 @@ impl Simd for F32x1 {
         let e = ((t as i32) >> 23) as f32;
         let m = f32::from_bits((t & 0x007f_ffff) + SQRT_HALF_BITS as u32);
         (F32x1(e), F32x1(m))
+    }
+    #[inline(always)]
+    fn lookup8(self, table: &[f32; 8]) -> Self {
+        F32x1(table[(self.0.to_bits() & 7) as usize])
     }
     #[inline(always)]
     fn copysign(self, sign: Self) -> Self {
