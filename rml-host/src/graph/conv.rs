@@ -105,18 +105,40 @@ impl ConvKind for Conv2dParams {
     /// Whole images split into `chunks` pieces when there are at least as many
     /// images as chunks; else each image's output-channel rows (see [`image`]).
     fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
-        let [n, co, oh, ow] = io.out;
-        let len = co * oh * ow;
-        if chunks > 1 && n >= chunks {
-            for_row_blocks(out, [n, len], chunks, parallel, &|range, piece| {
-                for (b, image_out) in range.zip(piece.chunks_mut(len.max(1))) {
-                    image(self, io, b, image_out, (1, &serial));
-                }
-            });
-        } else {
-            for (b, image_out) in out.chunks_mut(len.max(1)).enumerate().take(n) {
-                image(self, io, b, image_out, (chunks, parallel));
+        for_each_image(
+            io,
+            out,
+            (chunks, parallel),
+            chunks,
+            &|b, image_out, split| image(self, io, b, image_out, split),
+        );
+    }
+}
+
+/// Runs `image(b, image_out, split)` for every image of `io.out`: whole images
+/// split into `chunks` pieces when there are at least as many images as chunks
+/// (each image then computed as on one thread), else image after image with
+/// `inner_chunks` pieces inside each. Shared by `conv2d` and `conv_transpose2d`.
+pub(super) fn for_each_image<F>(
+    io: &ConvIo<'_>,
+    out: &mut [f32],
+    (chunks, parallel): (usize, Parallel<'_>),
+    inner_chunks: usize,
+    image: &F,
+) where
+    F: Fn(usize, &mut [f32], (usize, Parallel<'_>)) + Sync,
+{
+    let [n, co, oh, ow] = io.out;
+    let len = co * oh * ow;
+    if chunks > 1 && n >= chunks {
+        for_row_blocks(out, [n, len], chunks, parallel, &|range, piece| {
+            for (b, image_out) in range.zip(piece.chunks_mut(len.max(1))) {
+                image(b, image_out, (1, &serial));
             }
+        });
+    } else {
+        for (b, image_out) in out.chunks_mut(len.max(1)).enumerate().take(n) {
+            image(b, image_out, (inner_chunks, parallel));
         }
     }
 }

@@ -14,7 +14,7 @@ use rml_core::Shape;
 use rml_core::ops::conv::{ConvTranspose2dParams, conv_transpose2d_output_shape};
 use rml_kernels::gemm::{self, MatMut, MatRef};
 
-use super::conv::{ConvIo, ConvKind, serial, with_buffer, with_scratch};
+use super::conv::{ConvIo, ConvKind, for_each_image, with_buffer, with_scratch};
 use super::par::{Parallel, for_row_blocks, gemm_chunks};
 
 thread_local! {
@@ -56,21 +56,15 @@ impl ConvKind for ConvTranspose2dParams {
     /// output channels, in chunks of more than `SMALL_M` GEMM rows
     /// ([`gemm_chunks`]: every row on the GEMM's blocked path, so the same bits).
     fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
-        let [n, co, oh, ow] = io.out;
-        let len = co * oh * ow;
-        if chunks > 1 && n >= chunks {
-            for_row_blocks(out, [n, len], chunks, parallel, &|range, piece| {
-                for (b, image_out) in range.zip(piece.chunks_mut(len.max(1))) {
-                    image(self, io, b, image_out, (1, &serial));
-                }
-            });
-        } else {
-            let [_, cog, kh, kw] = io.w.1;
-            let chunks = gemm_chunks(chunks, cog, kh * kw);
-            for (b, image_out) in out.chunks_mut(len.max(1)).enumerate().take(n) {
-                image(self, io, b, image_out, (chunks, parallel));
-            }
-        }
+        let [_, cog, kh, kw] = io.w.1;
+        let inner = gemm_chunks(chunks, cog, kh * kw);
+        for_each_image(
+            io,
+            out,
+            (chunks, parallel),
+            inner,
+            &|b, image_out, split| image(self, io, b, image_out, split),
+        );
     }
 }
 

@@ -926,12 +926,47 @@ unsafe fn gemv_q6_k(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut 
     );
 }
 
+/// The 128 unsigned 6-bit quants (0..64) of half `n` (0 or 1) of the Q6_K
+/// super-block at `b`, as four vectors of 32: low nibbles from `ql`, high two bits
+/// from `qh`, in the block's element order.
+///
+/// # Safety
+/// AVX2 present; 192 readable bytes at `b` (the `ql` and `qh` planes).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k_quants(b: *const u8, n: usize) -> [__m256i; 4] {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let m30 = _mm256_set1_epi8(0x30);
+    // SAFETY: `n < 2`, so every load lies in the first 192 bytes at `b`.
+    unsafe {
+        let ql0 = ld256(b.add(64 * n));
+        let ql1 = ld256(b.add(64 * n + 32));
+        let qh = ld256(b.add(128 + 32 * n));
+        [
+            _mm256_or_si256(
+                _mm256_and_si256(ql0, m4),
+                _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(ql1, m4),
+                _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                _mm256_and_si256(qh, m30),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
+            ),
+        ]
+    }
+}
+
 /// One Q6_K super-block at `wb` · its Q8_K block at `ab`, added to `acc`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_block(wb: *const u8, ab: *const u8, acc: __m256) -> __m256 {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let m30 = _mm256_set1_epi8(0x30);
     // SAFETY: the caller guarantees 210 readable bytes at `wb` and 292 at `ab`.
     unsafe {
         let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(208)));
@@ -941,27 +976,7 @@ unsafe fn q6_k_block(wb: *const u8, ab: *const u8, acc: __m256) -> __m256 {
         let off = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), s16);
         let mut sumi = _mm256_setzero_si256();
         for n in 0..2 {
-            let ql0 = ld256(wb.add(64 * n));
-            let ql1 = ld256(wb.add(64 * n + 32));
-            let qh = ld256(wb.add(128 + 32 * n));
-            let q = [
-                _mm256_or_si256(
-                    _mm256_and_si256(ql0, m4),
-                    _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(ql1, m4),
-                    _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
-                    _mm256_and_si256(qh, m30),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
-                    _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
-                ),
-            ];
+            let q = q6_k_quants(wb, n);
             for (k, qk) in q.into_iter().enumerate() {
                 let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * k));
                 let p = _mm256_maddubs_epi16(qk, y);
@@ -1338,31 +1353,9 @@ unsafe fn dequant_q6_k(b: *const u8, y: *mut f32) {
     // SAFETY: one 210-byte block at `b`, 256 floats at `y`.
     unsafe {
         let d = f16_at(b.add(208));
-        let m4 = _mm256_set1_epi8(0x0f);
-        let m30 = _mm256_set1_epi8(0x30);
         let m32 = _mm256_set1_epi8(32);
         for n in 0..2 {
-            let ql0 = ld256(b.add(64 * n));
-            let ql1 = ld256(b.add(64 * n + 32));
-            let qh = ld256(b.add(128 + 32 * n));
-            let q = [
-                _mm256_or_si256(
-                    _mm256_and_si256(ql0, m4),
-                    _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(ql1, m4),
-                    _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
-                    _mm256_and_si256(qh, m30),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
-                    _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
-                ),
-            ];
+            let q = q6_k_quants(b, n);
             for (k, qk) in q.into_iter().enumerate() {
                 let qs = _mm256_sub_epi8(qk, m32);
                 let s = 8 * n + 2 * k;
