@@ -109,12 +109,6 @@ pub(crate) fn run<T: Weight>(
         }
         _ => None,
     };
-    // Balanced row tiles on the direct path (8 rows = 4 + 4).
-    let mr_step = if direct_a {
-        m.div_ceil(m.div_ceil(MR))
-    } else {
-        MR
-    };
     let a_len = if direct_a {
         0
     } else {
@@ -155,8 +149,7 @@ pub(crate) fn run<T: Weight>(
                 for jr in (0..nc).step_by(NR) {
                     let nr = NR.min(nc - jr);
                     let bs = &bbuf[b_off + (jr / NR) * b_step..];
-                    for ir in (0..mc).step_by(mr_step) {
-                        let mr = mr_step.min(mc - ir);
+                    for (ir, mr) in row_tiles(mc, direct_a) {
                         let (abuf, a_off, rs_a, cs_a) = if direct_a {
                             (a.data, (ic + ir) * a.rs + pc * a.cs, a.rs, a.cs)
                         } else {
@@ -203,4 +196,21 @@ pub(crate) fn run<T: Weight>(
             }
         }
     }
+}
+
+/// The row tiles `(first row, rows)` of an `mc`-row block. Packed A comes in `MR`-row
+/// panels; an A read in place is cut into tiles that differ by at most one row
+/// (64 = 9·6 + 2·5, not 10·6 + 4): a short tile has too few accumulators to hide the
+/// FMA latency.
+fn row_tiles(mc: usize, balanced: bool) -> impl Iterator<Item = (usize, usize)> {
+    let tiles = mc.div_ceil(MR);
+    let (base, extra) = if balanced {
+        (mc / tiles, mc % tiles)
+    } else {
+        (MR, 0)
+    };
+    (0..tiles).map(move |t| {
+        let ir = t * base + t.min(extra);
+        (ir, (base + usize::from(t < extra)).min(mc - ir))
+    })
 }

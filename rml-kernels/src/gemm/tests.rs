@@ -308,8 +308,10 @@ fn gemm_crosses_every_block_boundary() {
     let mut rng = Rng(7);
     // M past MC (144) and SMALL_M, K past KC (256) twice, N past NC (3072).
     // Under Miri only the K boundary is crossed (the others take minutes there).
+    // Shapes with M > SMALL_M and B over 16 KiB pack B inside the first row tile
+    // (ragged last panel, K blocks, MC blocks after the first reuse the panels).
     let shapes: &[(usize, usize, usize)] = if crate::testing::MIRI {
-        &[(8, 257, 17)]
+        &[(8, 257, 17), (9, 70, 61)]
     } else {
         &[
             (150, 300, 40),
@@ -318,6 +320,10 @@ fn gemm_crosses_every_block_boundary() {
             (3, 5, 3100),
             (145, 17, 3073),
             (64, 256, 256),
+            (13, 100, 45),
+            (20, 300, 53),
+            (151, 70, 70),
+            (7 * MR + 1, 33, 129),
         ]
     };
     for_each_isa(|isa| {
