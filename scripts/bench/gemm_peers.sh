@@ -12,9 +12,12 @@
 #   ROUNDS=3 scripts/bench/gemm_peers.sh   # quicker
 #   PYTHON=/path/to/python (with numpy); default: a scratch venv in $SCRATCH/venv.
 #   RML_BENCH_CLOCK=cpu   # divide by thread CPU time instead of wall time
+# Single-threaded sweeps first print the measured FMA peak ("peak fma ymm12": 12
+# independent ymm FMA chains, no memory traffic) under the same clock, so "% of peak"
+# uses this sweep's own figure rather than a nominal clock.
 #   ONLY=512x512          # only the Rust side, only shapes containing this text
 #   THREADS=2             # two threads: rml split in halves on a 2-thread rayon pool
-#                         # (rows for M > 64, else columns; one thread under 2^19
+#                         # (columns for M ≤ N, else rows; one thread under 2^19
 #                         # multiply-adds), the gemm crate on
 #                         # Rayon(2), matrixmultiply with MATMUL_NUM_THREADS=2,
 #                         # OpenBLAS with OPENBLAS_NUM_THREADS=2. Read the wall clock
@@ -105,9 +108,11 @@ fn cpu_now() -> f64 {
 }
 
 /// rml's f32 GEMM of row-major operands on `threads()` threads: two halves of C's
-/// rows (M > 64) or columns (the second column half goes to `c2`, so each thread
-/// packs only its half of B) on the pool; products under 2^19 multiply-adds stay on
-/// one thread (a wake-up costs more than they take).
+/// columns when M ≤ N (the second half goes to `c2`), else of its rows, on the pool;
+/// products under 2^19 multiply-adds stay on one thread (a wake-up costs more than
+/// they take). Each thread packs (or reads in place) its half of one operand and all
+/// of the other, so the split repeats the smaller one: a column split repeats A
+/// (read in place, not even copied, up to 256 KiB when K ≤ KC), a row split B.
 #[allow(clippy::too_many_arguments)]
 fn rml_gemm(pool: &rayon::ThreadPool, m: usize, k: usize, n: usize, a: &[f32], b: &[f32],
             c: &mut [f32], c2: &mut [f32], s: &mut [Vec<f32>; 2]) {
@@ -120,7 +125,7 @@ fn rml_gemm(pool: &rayon::ThreadPool, m: usize, k: usize, n: usize, a: &[f32], b
         return one(a, m, bfull, rml::MatMut::row_major(c, m, n).unwrap(), &mut s[0]);
     }
     let [s0, s1] = s;
-    if m > 64 {
+    if m > n {
         let m0 = m / 2;
         let (c0, c1) = c.split_at_mut(m0 * n);
         let (a0, a1) = a.split_at(m0 * k);
@@ -156,6 +161,33 @@ fn time(mut f: impl FnMut()) -> f64 {
     dt / n as f64
 }
 
+/// The single-core f32 FMA peak: 12 independent ymm accumulators (two FMA pipes ×
+/// 4-cycle latency need 8 in flight), `vfmadd231ps` only, no memory traffic; returns
+/// GFLOP/s (16 flop per FMA: 8 lanes × multiply + add).
+#[cfg(target_arch = "x86_64")]
+fn fma_peak() -> f64 {
+    use std::arch::x86_64::*;
+    #[target_feature(enable = "avx2,fma")]
+    fn fmas(iters: u64) -> f32 {
+        let mut acc = [_mm256_set1_ps(1.0); 12];
+        let m = std::hint::black_box(_mm256_set1_ps(0.999_999));
+        let a = std::hint::black_box(_mm256_set1_ps(1e-7));
+        for _ in 0..std::hint::black_box(iters) {
+            for x in &mut acc {
+                *x = _mm256_fmadd_ps(*x, m, a);
+            }
+        }
+        let mut out = [0.0f32; 8];
+        // SAFETY: `out` holds 8 floats.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc.iter().fold(_mm256_setzero_ps(), |s, &x| _mm256_add_ps(s, x))) };
+        out[0]
+    }
+    const ITERS: u64 = 100_000;
+    // SAFETY: only called when the CPU reports AVX2 and FMA.
+    let secs = time(|| { std::hint::black_box(unsafe { fmas(ITERS) }); });
+    (ITERS * 12 * 16) as f64 / 1e9 / secs
+}
+
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (v[v.len() / 2], v[0], v[v.len() - 1])
@@ -169,6 +201,11 @@ fn main() {
         (2048, 2048, 2048), (1, 4096, 4096), (8, 512, 2048), (64, 512, 2048), (64, 256, 256),
         (512, 2048, 2048),
     ];
+    #[cfg(target_arch = "x86_64")]
+    if threads() == 1 && "peak".contains(&only) && is_x86_feature_detected!("fma") {
+        let (med, lo, hi) = stats((0..rounds).map(|_| fma_peak()).collect());
+        println!("peak fma ymm12 {med:.1} {lo:.1} {hi:.1}");
+    }
     for (m, k, n) in shapes {
         if !format!("{m}x{k}x{n}").contains(&only) {
             continue;
