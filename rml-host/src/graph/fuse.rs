@@ -15,8 +15,9 @@ use super::ir::{Graph, ValueId};
 use super::op::Op;
 use super::program::vector_kernel;
 
-/// Elements per register tile (1 KiB of f32: a program with [`MAX_REGS`] registers
-/// stays inside a 32 KiB L1 cache).
+/// Least elements per register tile (1 KiB of f32: a program with [`MAX_REGS`]
+/// registers stays inside a 32 KiB L1 cache); a program with fewer registers
+/// takes longer tiles from the same register file (`Program::tile`).
 pub const TILE: usize = 256;
 
 /// Most registers one program uses; a run that needs more is split.
@@ -28,11 +29,9 @@ pub const MAX_OPERANDS: usize = 8;
 /// Register index.
 pub type Reg = u8;
 
-/// One register: a tile of f32.
-pub type Tile = [f32; TILE];
-
-/// A program's registers: [`MAX_REGS`] tiles.
-pub type Registers = [Tile; MAX_REGS];
+/// A program's register file: [`MAX_REGS`] tiles of [`TILE`] f32 (24 KiB), cut
+/// into as many registers as the program uses.
+pub type Registers = [f32; MAX_REGS * TILE];
 
 /// One instruction of a fused program.
 #[derive(Clone, Copy, Debug, PartialEq)]
