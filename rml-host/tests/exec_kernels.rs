@@ -277,6 +277,28 @@ fn row_norms_run_as_the_prologue_of_the_program_after_it() {
 }
 
 #[test]
+fn chained_binary_ops_match_the_interpreter() {
+    // `mul` then `add` taking it on the right (a chain, operands swapped), `sub`
+    // then `div` taking it on the left (a chain), `div` taking it on the right
+    // (not commutative: no chain), and a product read twice (no chain).
+    let nodes = vec![
+        json!({"op": "mul", "inputs": ["x", "s"], "outputs": ["m"]}),
+        json!({"op": "add", "inputs": ["b", "m"], "outputs": ["a"]}),
+        json!({"op": "sub", "inputs": ["a", "x"], "outputs": ["d"]}),
+        json!({"op": "div", "inputs": ["d", "s"], "outputs": ["q"]}),
+        json!({"op": "div", "inputs": ["s", "q"], "outputs": ["r"]}),
+        json!({"op": "mul", "inputs": ["r", "b"], "outputs": ["p"]}),
+        json!({"op": "add", "inputs": ["p", "p"], "outputs": ["y"]}),
+    ];
+    let (g, constants) = rows_graph(300, &["s", "b"], 40, nodes, &["y", "a"]);
+    let e = Executor::new(g.clone(), &constants, Options::default()).unwrap();
+    assert_eq!(e.steps().len(), 1);
+    // Fused (with the chains) and unfused, 1-3 threads, bit for bit; against the
+    // interpreter (rml-core's scalar ops).
+    rows_match_the_interpreter(&g, &constants, [37, 300], 8, &["y", "a"]);
+}
+
+#[test]
 fn layer_norm_over_several_axes_is_not_a_prologue() {
     let nodes = vec![
         json!({"op": "layer_norm", "inputs": ["x"], "outputs": ["ln"], "attrs": {"axis": 0}}),

@@ -10,6 +10,7 @@ use rml_core::ops::binary::{self, BinaryOp};
 use rml_core::ops::compare;
 use rml_core::ops::unary::{self, UnaryOp};
 
+use rml_kernels::chain::binary_chain;
 use rml_kernels::elementwise::{self, Operand};
 
 use super::fuse::{
@@ -25,6 +26,7 @@ impl Program {
             .iter()
             .map(|i| match i {
                 Instr::Unary { f, .. } if vector_kernel(*f).is_some() => 2000,
+                Instr::Chain { .. } => 200,
                 _ => 100,
             })
             .sum()
@@ -170,18 +172,17 @@ fn evaluate<'a>(instr: &Instr, dst: Reg, d: &mut [f32], arg: impl Fn(Reg) -> &'a
         }),
         Instr::ToBool { src, .. } => map1(d, arg(src), |x| f32::from(u8::from(x != 0.0))),
         Instr::Copy { src, .. } => d.copy_from_slice(arg(src)),
+        Instr::Chain { a, b, c, ops, .. } => {
+            // Built from arithmetic ops alone (`fuse::chain_binaries`).
+            let ops = ops.map(|f| vector_binary(f).expect("chains are arithmetic"));
+            binary_chain(ops, [arg(a), arg(b), arg(c)], d)
+                .expect("a tile's operands have its length");
+        }
         Instr::Binary { a, b, f, .. } => {
             let (a, b) = (arg(a), arg(b));
             // The four arithmetic ops are IEEE-exact, so rml-kernels' vector loop
             // gives rml-core's bits; the rest keep rml-core's scalar function.
-            let vector = match f {
-                BinaryOp::Add => Some(elementwise::BinaryOp::Add),
-                BinaryOp::Sub => Some(elementwise::BinaryOp::Sub),
-                BinaryOp::Mul => Some(elementwise::BinaryOp::Mul),
-                BinaryOp::Div => Some(elementwise::BinaryOp::Div),
-                _ => None,
-            };
-            match vector {
+            match vector_binary(f) {
                 Some(op) => {
                     let (a, b) = (Operand::Matrix(a), Operand::Matrix(b));
                     elementwise::binary(op, a, b, d.len(), 0..1, d)
@@ -269,6 +270,18 @@ pub(super) fn vector_kernel(f: UnaryOp) -> Option<fn(&mut [f32])> {
         UnaryOp::GeluTanh => math::gelu_tanh_inplace,
         UnaryOp::Silu => math::silu_inplace,
         UnaryOp::Softplus => math::softplus_inplace,
+        _ => return None,
+    })
+}
+
+/// The rml-kernels vector op for an IEEE-exact arithmetic `f` (`add`, `sub`,
+/// `mul`, `div`), whose bits are rml-core's; `None` for the rest.
+pub(super) fn vector_binary(f: BinaryOp) -> Option<elementwise::BinaryOp> {
+    Some(match f {
+        BinaryOp::Add => elementwise::BinaryOp::Add,
+        BinaryOp::Sub => elementwise::BinaryOp::Sub,
+        BinaryOp::Mul => elementwise::BinaryOp::Mul,
+        BinaryOp::Div => elementwise::BinaryOp::Div,
         _ => return None,
     })
 }
