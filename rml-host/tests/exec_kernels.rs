@@ -219,36 +219,83 @@ fn rows_match_the_interpreter(
 }
 
 #[test]
-fn layer_norm_runs_as_the_prologue_of_the_program_after_it() {
+fn row_norms_run_as_the_prologue_of_the_program_after_it() {
     // 300 columns: 6-row blocks, 37 rows end on a partial block; 3000 columns: a
     // row is larger than a block (one row per block). With and without the affine
     // parameters, the axis given as -1 or 1; `ln` also a graph output or not.
-    for (width, affine, axis, ln_out) in [
-        (300, true, -1, false),
-        (300, false, 1, true),
-        (3000, true, 1, false),
+    for (op, width, affine, axis, ln_out) in [
+        ("layer_norm", 300, true, -1, false),
+        ("layer_norm", 300, false, 1, true),
+        ("layer_norm", 3000, true, 1, false),
+        ("rms_norm", 300, true, -1, false),
+        ("rms_norm", 300, false, -1, true),
+        ("rms_norm", 3000, true, -1, false),
     ] {
         let mut ln_inputs = vec!["x"];
         if affine {
-            ln_inputs.extend(["g", "b"]);
+            ln_inputs.push("g");
+            if op == "layer_norm" {
+                ln_inputs.push("b");
+            }
         }
+        let attrs = if op == "layer_norm" {
+            json!({"axis": axis})
+        } else {
+            json!({})
+        };
         let nodes = vec![
-            json!({"op": "layer_norm", "inputs": ln_inputs, "outputs": ["ln"],
-                   "attrs": {"axis": axis}}),
+            json!({"op": op, "inputs": ln_inputs, "outputs": ["ln"], "attrs": attrs}),
             json!({"op": "mul", "inputs": ["ln", "s"], "outputs": ["m"]}),
             json!({"op": "gelu", "inputs": ["m"], "outputs": ["ge"]}),
             json!({"op": "add", "inputs": ["ge", "x"], "outputs": ["y"]}),
         ];
         let names: &[&str] = if ln_out { &["y", "ln"] } else { &["y"] };
         let (g, constants) = rows_graph(width, &["g", "b", "s"], 30, nodes, names);
-        let e = Executor::new(g.clone(), &constants, Options::default()).unwrap();
+        let mut e = Executor::new(g.clone(), &constants, Options::default()).unwrap();
         let labels: Vec<&str> = e.steps().iter().map(|s| s.label.as_str()).collect();
-        assert_eq!(labels, ["layer_norm => mul + gelu + add"], "width {width}");
+        assert_eq!(
+            labels,
+            [format!("{op} => mul + gelu + add")],
+            "width {width}"
+        );
+        // The planner gives `ln` a buffer only when something besides the
+        // epilogue reads it or a row is longer than the L1 block: `x` and `y`
+        // (37 rows, 64-byte aligned), and then `ln`.
+        let x = DenseTensor {
+            shape: Shape::new(&[37, width]).unwrap(),
+            data: Buffer::F32(exec_support::values(37 * width, 6)),
+        };
+        e.run(std::slice::from_ref(&x)).unwrap();
+        let buffer = (37 * width * 4).div_ceil(64) * 64;
+        let buffers = if ln_out || width > 2048 { 3 } else { 2 };
+        assert_eq!(e.peak_bytes(), Some(buffers * buffer), "{op} width {width}");
         // Fusion on (the prologue) and off (a row-kernel node, then programs), 1-3
         // threads: bit for bit; against the interpreter: the row kernel's sums, then
         // GELU within its ULP bound.
         rows_match_the_interpreter(&g, &constants, [37, width], 6, names);
     }
+}
+
+#[test]
+fn chained_binary_ops_match_the_interpreter() {
+    // `mul` then `add` taking it on the right (a chain, operands swapped), `sub`
+    // then `div` taking it on the left (a chain), `div` taking it on the right
+    // (not commutative: no chain), and a product read twice (no chain).
+    let nodes = vec![
+        json!({"op": "mul", "inputs": ["x", "s"], "outputs": ["m"]}),
+        json!({"op": "add", "inputs": ["b", "m"], "outputs": ["a"]}),
+        json!({"op": "sub", "inputs": ["a", "x"], "outputs": ["d"]}),
+        json!({"op": "div", "inputs": ["d", "s"], "outputs": ["q"]}),
+        json!({"op": "div", "inputs": ["s", "q"], "outputs": ["r"]}),
+        json!({"op": "mul", "inputs": ["r", "b"], "outputs": ["p"]}),
+        json!({"op": "add", "inputs": ["p", "p"], "outputs": ["y"]}),
+    ];
+    let (g, constants) = rows_graph(300, &["s", "b"], 40, nodes, &["y", "a"]);
+    let e = Executor::new(g.clone(), &constants, Options::default()).unwrap();
+    assert_eq!(e.steps().len(), 1);
+    // Fused (with the chains) and unfused, 1-3 threads, bit for bit; against the
+    // interpreter (rml-core's scalar ops).
+    rows_match_the_interpreter(&g, &constants, [37, 300], 8, &["y", "a"]);
 }
 
 #[test]

@@ -17,6 +17,7 @@ pub mod gemm;
 pub mod isa;
 pub mod quant;
 
+pub mod chain;
 pub mod convert;
 pub mod elementwise;
 pub mod math;

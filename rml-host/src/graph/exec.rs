@@ -13,6 +13,7 @@
 //! ops copy through the reference interpreter and allocate.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -42,7 +43,7 @@ use super::par::{Cost, MAX_CHUNKS, MIN_CHUNK_PS, chunk_count, for_row_blocks, ge
 use super::passes::{ConstTable, eliminate_dead, fold_constants};
 use super::plan::{Plan, Region, plan};
 use super::reduce::{Fold, reduce, split as reduce_split};
-use super::steps::{Step, StepKind, build_steps};
+use super::steps::{NORM_BLOCK, RowNormKind, Step, StepKind, build_steps};
 use super::upsample::upsample_nearest2d;
 use crate::pool::{ThreadPool, chunk_range};
 use rml_kernels::{gemm, norm, softmax};
@@ -341,18 +342,22 @@ impl Ctx<'_> {
                 };
                 self.produce(index, epilogue.as_ref(), &g, (arena, scratch))
             }
-            StepKind::LayerNorm {
+            StepKind::RowNorm {
+                norm,
                 x,
                 params,
                 epsilon,
                 out,
+                staged,
                 epilogue,
             } => {
                 let cols = self.plan.shapes[*out].dims().last().copied().unwrap_or(0);
                 let g = Producer {
-                    rows: Rows::LayerNorm {
+                    rows: Rows::Norm {
+                        norm: *norm,
                         epsilon: *epsilon,
                         cols,
+                        staged: *staged,
                     },
                     x: *x,
                     params: *params,
@@ -454,7 +459,7 @@ impl Ctx<'_> {
         chunk_count(self.threads, n, cost, self.min_chunk_ps)
     }
 
-    /// Runs a fused program, or a packed GEMM or row layer norm with an optional
+    /// Runs a fused program, or a packed GEMM, row norm or convolution with an optional
     /// epilogue program, split by rows (elements for a lone program) over threads.
     fn stream(
         &self,
@@ -479,6 +484,9 @@ impl Ctx<'_> {
         if let Some(g) = g {
             match p_outs.iter().position(|&o| o == g.out) {
                 Some(j) => produced = j,
+                // A staged norm's rows go to its L1 block, the slot after the
+                // program's outputs in each epilogue call.
+                None if g.rows.staged() => {}
                 None => {
                     out_ids[nout] = g.out;
                     nout += 1;
@@ -540,7 +548,7 @@ impl Ctx<'_> {
         let program = n.saturating_mul(p.map_or(0, Program::cost_ps));
         let work = match g.map(|g| &g.rows) {
             Some(Rows::Gemm(gemm)) => Cost::Fma(n.saturating_mul(gemm.k)).ps() + program,
-            Some(Rows::LayerNorm { .. }) => Cost::RowElements(n).ps() + program,
+            Some(Rows::Norm { .. }) => Cost::RowElements(n).ps() + program,
             Some(Rows::Conv(conv)) => Cost::Fma(n.saturating_mul(conv.k())).ps() + program,
             None => program,
         };
@@ -1063,18 +1071,20 @@ fn row_kernel(
     }
 }
 
-/// Output elements a row layer norm's block holds at most before its epilogue
-/// program runs on it (8 KiB: the block is still in L1 when the program reads it).
-const NORM_BLOCK: usize = 2048;
-
 /// What a streamed step computes before its epilogue program: a packed GEMM (a
-/// linear), a layer norm over the last axis on rml-kernels' row kernel, or a
+/// linear), a layer or RMS norm over the last axis on rml-kernels' row kernels, or a
 /// convolution (a row is one image's output).
 enum Rows<'a> {
     /// The GEMM.
     Gemm(Gemm<'a>),
-    /// The layer norm of rows of `cols` values.
-    LayerNorm { epsilon: f32, cols: usize },
+    /// The layer or RMS norm of rows of `cols` values, written to the thread's
+    /// L1 block alone when `staged` (else to the step's output).
+    Norm {
+        norm: RowNormKind,
+        epsilon: f32,
+        cols: usize,
+        staged: bool,
+    },
     /// The `conv2d`.
     Conv(ConvRows<'a>),
 }
@@ -1116,22 +1126,43 @@ impl ConvRows<'_> {
     }
 }
 
-/// Calls `f` with every output of `outs` windowed to `range`.
-fn windowed(outs: &mut [DataMut<'_>], range: Range<usize>, f: impl FnOnce(&mut [DataMut<'_>])) {
-    let nout = outs.len();
+/// Calls `f` with every output of `outs` windowed to `range`, followed by
+/// `block` (a staged norm's rows of that range) if any.
+fn windowed(
+    outs: &mut [DataMut<'_>],
+    range: Range<usize>,
+    block: Option<&mut [f32]>,
+    f: impl FnOnce(&mut [DataMut<'_>]),
+) {
+    let mut nout = outs.len();
     let mut window: [DataMut<'_>; MAX_IO] = std::array::from_fn(|_| DataMut::F32(&mut []));
     for (w, o) in window.iter_mut().zip(outs.iter_mut()) {
         *w = o.window(range.clone());
     }
+    if let Some(block) = block {
+        window[nout] = DataMut::F32(block);
+        nout += 1;
+    }
     f(&mut window[..nout]);
 }
 
+thread_local! {
+    /// Each thread's block for a staged row norm's rows (8 KiB, in thread-local
+    /// storage, not on the heap).
+    static NORM_ROWS: RefCell<[f32; NORM_BLOCK]> = const { RefCell::new([0.0; NORM_BLOCK]) };
+}
+
 impl Rows<'_> {
+    /// Whether the rows go to a per-thread block, not to the step's output.
+    fn staged(&self) -> bool {
+        matches!(self, Rows::Norm { staged: true, .. })
+    }
+
     /// Values per output row.
     fn cols(&self) -> usize {
         match self {
             Rows::Gemm(g) => g.m,
-            Rows::LayerNorm { cols, .. } => *cols,
+            Rows::Norm { cols, .. } => *cols,
             Rows::Conv(conv) => conv.out[1..].iter().product(),
         }
     }
@@ -1141,7 +1172,9 @@ impl Rows<'_> {
     /// and calls `epilogue(outs, element)` on every block of computed rows (all
     /// outputs windowed to the block, `element` its first flat index): the whole
     /// chunk at once after a GEMM, blocks of at most [`NORM_BLOCK`] elements for a
-    /// layer norm, each image after a convolution (whose rows are split into
+    /// row norm (in the thread's L1 block instead of `outs[at]` when staged; the
+    /// block is then the slot after the outputs in each epilogue call), each
+    /// image after a convolution (whose rows are split into
     /// `inner` chunks). A row's values do not depend on the block or chunk it
     /// falls in.
     fn run(
@@ -1164,22 +1197,41 @@ impl Rows<'_> {
                 }
                 epilogue(outs, first * cols);
             }
-            Rows::LayerNorm { epsilon, .. } => {
-                let rows = outs[at].len() / cols;
+            Rows::Norm {
+                norm: kind,
+                epsilon,
+                staged,
+                ..
+            } => {
+                let rows = outs.first().map_or(0, DataMut::len) / cols;
                 let block = (NORM_BLOCK / cols).max(1);
+                let normalize = |range: Range<usize>, y: &mut [f32]| {
+                    let [gamma, beta] = params;
+                    match kind {
+                        RowNormKind::Layer => {
+                            norm::layer_norm_rows(x, cols, range, gamma, beta, *epsilon, y)
+                        }
+                        RowNormKind::Rms => norm::rms_norm_rows(x, cols, range, gamma, *epsilon, y),
+                    }
+                    .expect("row-norm steps are checked to fit the row kernel");
+                };
                 let mut r = 0;
                 while r < rows {
                     let end = (r + block).min(rows);
-                    if let DataMut::F32(o) = &mut outs[at] {
-                        let [gamma, beta] = params;
-                        let range = first + r..first + end;
-                        let y = &mut o[r * cols..end * cols];
-                        norm::layer_norm_rows(x, cols, range, gamma, beta, *epsilon, y)
-                            .expect("layer-norm steps are checked to fit the row kernel");
+                    let (range, window) = (first + r..first + end, r * cols..end * cols);
+                    let epilogue = &mut epilogue;
+                    if *staged {
+                        NORM_ROWS.with_borrow_mut(|b| {
+                            let y = &mut b[..window.len()];
+                            normalize(range, y);
+                            windowed(outs, window, Some(y), |w| epilogue(w, (first + r) * cols));
+                        });
+                    } else {
+                        if let DataMut::F32(o) = &mut outs[at] {
+                            normalize(range, &mut o[window.clone()]);
+                        }
+                        windowed(outs, window, None, |w| epilogue(w, (first + r) * cols));
                     }
-                    windowed(outs, r * cols..end * cols, |w| {
-                        epilogue(w, (first + r) * cols);
-                    });
                     r = end;
                 }
             }
@@ -1189,7 +1241,7 @@ impl Rows<'_> {
                         let image = &mut o[r * cols..(r + 1) * cols];
                         conv.image(x, params[0], first + r, image, inner);
                     }
-                    windowed(outs, r * cols..(r + 1) * cols, |w| {
+                    windowed(outs, r * cols..(r + 1) * cols, None, |w| {
                         epilogue(w, (first + r) * cols);
                     });
                 }
@@ -1202,7 +1254,7 @@ impl Rows<'_> {
 struct Producer<'a> {
     rows: Rows<'a>,
     x: ValueId,
-    /// The GEMM's bias, or the layer norm's scale and shift.
+    /// The GEMM's bias, or the norm's scale and shift.
     params: [Option<ValueId>; 2],
     out: ValueId,
 }

@@ -13,10 +13,11 @@ use super::interp::float::{binary_op, unary_op};
 use super::interp::layout::compare_op;
 use super::ir::{Graph, ValueId};
 use super::op::Op;
-use super::program::vector_kernel;
+use super::program::{vector_binary, vector_kernel};
 
-/// Elements per register tile (1 KiB of f32: a program with [`MAX_REGS`] registers
-/// stays inside a 32 KiB L1 cache).
+/// Least elements per register tile (1 KiB of f32: a program with [`MAX_REGS`]
+/// registers stays inside a 32 KiB L1 cache); a program with fewer registers
+/// takes longer tiles from the same register file (`Program::tile`).
 pub const TILE: usize = 256;
 
 /// Most registers one program uses; a run that needs more is split.
@@ -28,11 +29,9 @@ pub const MAX_OPERANDS: usize = 8;
 /// Register index.
 pub type Reg = u8;
 
-/// One register: a tile of f32.
-pub type Tile = [f32; TILE];
-
-/// A program's registers: [`MAX_REGS`] tiles.
-pub type Registers = [Tile; MAX_REGS];
+/// A program's register file: [`MAX_REGS`] tiles of [`TILE`] f32 (24 KiB), cut
+/// into as many registers as the program uses.
+pub type Registers = [f32; MAX_REGS * TILE];
 
 /// One instruction of a fused program.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -75,6 +74,21 @@ pub enum Instr {
         b: Reg,
         /// The function.
         f: BinaryOp,
+    },
+    /// `dst = second(first(a, b), c)` for two of `add`, `sub`, `mul`, `div`, each
+    /// rounded on its own: a [`Instr::Binary`] whose result only the next one
+    /// reads, merged with it so the intermediate never goes through memory.
+    Chain {
+        /// Destination register.
+        dst: Reg,
+        /// The first op's left register.
+        a: Reg,
+        /// The first op's right register.
+        b: Reg,
+        /// The second op's right register.
+        c: Reg,
+        /// The first and second op.
+        ops: [BinaryOp; 2],
     },
     /// `dst = f(a, b) ? 1 : 0`.
     Compare {
@@ -129,6 +143,7 @@ impl Instr {
             | Instr::Unary { dst, .. }
             | Instr::Clip { dst, .. }
             | Instr::Binary { dst, .. }
+            | Instr::Chain { dst, .. }
             | Instr::Compare { dst, .. }
             | Instr::Where { dst, .. }
             | Instr::ToBool { dst, .. }
@@ -148,6 +163,7 @@ impl Instr {
             | Instr::Store { src, .. } => [Some(src), None, None],
             Instr::Binary { a, b, .. } | Instr::Compare { a, b, .. } => [Some(a), Some(b), None],
             Instr::Where { cond, a, b, .. } => [Some(cond), Some(a), Some(b)],
+            Instr::Chain { a, b, c, .. } => [Some(a), Some(b), Some(c)],
         }
     }
 
@@ -173,6 +189,11 @@ impl Instr {
                 swap(cond);
                 swap(a);
                 swap(b);
+            }
+            Instr::Chain { a, b, c, .. } => {
+                swap(a);
+                swap(b);
+                swap(c);
             }
         }
     }
@@ -357,7 +378,49 @@ impl<'g> Builder<'g> {
             }
         }
         in_place_transcendentals(&mut self.program.code);
+        chain_binaries(&mut self.program.code);
         self.program
+    }
+}
+
+/// Merges each arithmetic [`Instr::Binary`] whose result is read by the next
+/// instruction alone, itself an arithmetic binary reading it once, into one
+/// [`Instr::Chain`] (the result as the second op's left operand: an `add` or
+/// `mul` that takes it on the right has its operands swapped, which changes no
+/// bits).
+fn chain_binaries(code: &mut Vec<Instr>) {
+    let mut k = 0;
+    while k + 1 < code.len() {
+        if let (
+            Instr::Binary { dst: t, a, b, f },
+            Instr::Binary {
+                dst,
+                a: l,
+                b: r,
+                f: g,
+            },
+        ) = (code[k], code[k + 1])
+        {
+            let commutes = matches!(g, BinaryOp::Add | BinaryOp::Mul);
+            let c = match (l == t, r == t) {
+                (true, false) => Some(r),
+                (false, true) if commutes => Some(l),
+                _ => None,
+            };
+            let arithmetic = vector_binary(f).is_some() && vector_binary(g).is_some();
+            let read_later = code[k + 2..].iter().any(|i| i.sources().contains(&Some(t)));
+            if let Some(c) = c.filter(|_| arithmetic && !read_later) {
+                code[k] = Instr::Chain {
+                    dst,
+                    a,
+                    b,
+                    c,
+                    ops: [f, g],
+                };
+                code.remove(k + 1);
+            }
+        }
+        k += 1;
     }
 }
 

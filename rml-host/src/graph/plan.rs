@@ -126,7 +126,7 @@ pub fn plan(
             StepKind::Linear { epilogue, .. } | StepKind::Conv { epilogue, .. } => {
                 epilogue.as_ref()
             }
-            StepKind::LayerNorm { epilogue, .. } => Some(epilogue),
+            StepKind::RowNorm { epilogue, .. } => Some(epilogue),
             _ => None,
         };
         if let Some(p) = program {

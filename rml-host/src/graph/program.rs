@@ -10,6 +10,7 @@ use rml_core::ops::binary::{self, BinaryOp};
 use rml_core::ops::compare;
 use rml_core::ops::unary::{self, UnaryOp};
 
+use rml_kernels::chain::binary_chain;
 use rml_kernels::elementwise::{self, Operand};
 
 use super::fuse::{
@@ -25,6 +26,7 @@ impl Program {
             .iter()
             .map(|i| match i {
                 Instr::Unary { f, .. } if vector_kernel(*f).is_some() => 2000,
+                Instr::Chain { .. } => 200,
                 _ => 100,
             })
             .sum()
@@ -37,6 +39,25 @@ impl Program {
         REGISTERS.with_borrow_mut(|regs| self.run_in(regs, sources, outs, base));
     }
 
+    /// Elements per tile for a run on `sources`: the register file cut into
+    /// [`Program::regs`] registers (at most [`MAX_TILE`] elements, a multiple of
+    /// 64), or one period of the longest row-broadcast operand when that is
+    /// between [`TILE`] and this (so a tile starting on a row reads that operand
+    /// in place, not by copying). The vector functions pad a tail rather than run
+    /// it scalar, so the length changes no result.
+    fn tile(&self, sources: &[Source<'_>]) -> usize {
+        let whole = (MAX_REGS * TILE / self.regs.max(1)).min(MAX_TILE) / 64 * 64;
+        let period = sources
+            .iter()
+            .filter_map(|s| match *s {
+                Source::Data(Data::F32(_), Broadcast::Suffix(len)) => Some(len),
+                _ => None,
+            })
+            .filter(|len| (TILE..=whole).contains(len))
+            .max();
+        period.unwrap_or(whole)
+    }
+
     /// [`Program::run`] on registers `regs`.
     fn run_in(
         &self,
@@ -45,6 +66,7 @@ impl Program {
         outs: &mut [DataMut<'_>],
         base: usize,
     ) {
+        let tile = self.tile(sources);
         let len = outs.first().map_or(0, DataMut::len);
         let stores = self
             .code
@@ -54,7 +76,7 @@ impl Program {
         let (body, stores) = self.code.split_at(stores);
         let mut start = 0;
         while start < len {
-            let n = TILE.min(len - start);
+            let n = tile.min(len - start);
             // The outputs' elements of the tile, for operands read in place.
             let mut reads: [Option<Data<'_>>; MAX_OUTS] = [None; MAX_OUTS];
             for (o, r) in outs.iter().zip(&mut reads) {
@@ -67,16 +89,16 @@ impl Program {
             let mut views: [Option<&[f32]>; MAX_REGS] = [None; MAX_REGS];
             for instr in body {
                 if let Instr::Load { dst, operand } = *instr {
-                    let d = &mut regs[usize::from(dst)][..n];
+                    let d = &mut regs[usize::from(dst) * tile..][..n];
                     let source = sources[usize::from(operand)];
                     views[usize::from(dst)] = load(d, source, &reads, base + start);
                 } else {
-                    compute(instr, regs, &views, n);
+                    compute(instr, (regs, tile), &views, n);
                 }
             }
             for instr in stores {
                 if let Instr::Store { src, output } = *instr {
-                    let s = &regs[usize::from(src)][..n];
+                    let s = &regs[usize::from(src) * tile..][..n];
                     store(s, &mut outs[usize::from(output)], start);
                 }
             }
@@ -89,22 +111,30 @@ impl Program {
 /// or GEMM before an epilogue program).
 const MAX_OUTS: usize = MAX_OPERANDS + 1;
 
+/// Most elements per tile (8 KiB of f32), for programs of few registers.
+const MAX_TILE: usize = 2048;
+
 thread_local! {
     /// Each thread's program registers (24 KiB, in thread-local storage, not on
     /// the heap).
-    static REGISTERS: RefCell<Registers> = const { RefCell::new([[0.0; TILE]; MAX_REGS]) };
+    static REGISTERS: RefCell<Registers> = const { RefCell::new([0.0; MAX_REGS * TILE]) };
 }
 
-/// Executes computing instruction `instr` on a tile of `n` elements; `views` are
-/// the loaded registers read in place.
-fn compute(instr: &Instr, regs: &mut Registers, views: &[Option<&[f32]>; MAX_REGS], n: usize) {
+/// Executes computing instruction `instr` on a tile of `n` elements, register `r`
+/// being `regs[r * tile..][..n]`; `views` are the loaded registers read in place.
+fn compute(
+    instr: &Instr,
+    (regs, tile): (&mut Registers, usize),
+    views: &[Option<&[f32]>; MAX_REGS],
+    n: usize,
+) {
     let Some(dst) = instr.dst() else {
         return;
     };
     // Sources are below the destination (see `Program`), or are it.
-    let (done, rest) = regs.split_at_mut(usize::from(dst));
-    let arg = |r: Reg| views[usize::from(r)].unwrap_or_else(|| &done[usize::from(r)][..n]);
-    evaluate(instr, dst, &mut rest[0][..n], arg);
+    let (done, rest) = regs.split_at_mut(usize::from(dst) * tile);
+    let arg = |r: Reg| views[usize::from(r)].unwrap_or_else(|| &done[usize::from(r) * tile..][..n]);
+    evaluate(instr, dst, &mut rest[..n], arg);
 }
 
 /// Computes instruction `instr` (writing register `dst`) into `d`, its sources
@@ -142,18 +172,17 @@ fn evaluate<'a>(instr: &Instr, dst: Reg, d: &mut [f32], arg: impl Fn(Reg) -> &'a
         }),
         Instr::ToBool { src, .. } => map1(d, arg(src), |x| f32::from(u8::from(x != 0.0))),
         Instr::Copy { src, .. } => d.copy_from_slice(arg(src)),
+        Instr::Chain { a, b, c, ops, .. } => {
+            // Built from arithmetic ops alone (`fuse::chain_binaries`).
+            let ops = ops.map(|f| vector_binary(f).expect("chains are arithmetic"));
+            binary_chain(ops, [arg(a), arg(b), arg(c)], d)
+                .expect("a tile's operands have its length");
+        }
         Instr::Binary { a, b, f, .. } => {
             let (a, b) = (arg(a), arg(b));
             // The four arithmetic ops are IEEE-exact, so rml-kernels' vector loop
             // gives rml-core's bits; the rest keep rml-core's scalar function.
-            let vector = match f {
-                BinaryOp::Add => Some(elementwise::BinaryOp::Add),
-                BinaryOp::Sub => Some(elementwise::BinaryOp::Sub),
-                BinaryOp::Mul => Some(elementwise::BinaryOp::Mul),
-                BinaryOp::Div => Some(elementwise::BinaryOp::Div),
-                _ => None,
-            };
-            match vector {
+            match vector_binary(f) {
                 Some(op) => {
                     let (a, b) = (Operand::Matrix(a), Operand::Matrix(b));
                     elementwise::binary(op, a, b, d.len(), 0..1, d)
@@ -241,6 +270,18 @@ pub(super) fn vector_kernel(f: UnaryOp) -> Option<fn(&mut [f32])> {
         UnaryOp::GeluTanh => math::gelu_tanh_inplace,
         UnaryOp::Silu => math::silu_inplace,
         UnaryOp::Softplus => math::softplus_inplace,
+        _ => return None,
+    })
+}
+
+/// The rml-kernels vector op for an IEEE-exact arithmetic `f` (`add`, `sub`,
+/// `mul`, `div`), whose bits are rml-core's; `None` for the rest.
+pub(super) fn vector_binary(f: BinaryOp) -> Option<elementwise::BinaryOp> {
+    Some(match f {
+        BinaryOp::Add => elementwise::BinaryOp::Add,
+        BinaryOp::Sub => elementwise::BinaryOp::Sub,
+        BinaryOp::Mul => elementwise::BinaryOp::Mul,
+        BinaryOp::Div => elementwise::BinaryOp::Div,
         _ => return None,
     })
 }

@@ -47,19 +47,27 @@ pub enum StepKind {
         /// they are computed (epilogue fusion: bias-add, activation, residual).
         epilogue: Option<Program>,
     },
-    /// An f32 `layer_norm` over the last axis alone (per-column or no affine
-    /// parameters) on rml-kernels' row kernel, with the fused program that reads its
-    /// output as an epilogue run on each small block of normalized rows while they
-    /// are in L1 (only formed with fusion on, when such a program follows).
-    LayerNorm {
+    /// An f32 `layer_norm` or `rms_norm` over the last axis alone (per-column or
+    /// no affine parameters) on rml-kernels' row kernel, with the fused program that
+    /// reads its output as an epilogue run on each small block of normalized rows
+    /// while they are in L1 (only formed with fusion on, when such a program
+    /// follows).
+    RowNorm {
+        /// Which normalization.
+        norm: RowNormKind,
         /// The `[..., C]` input.
         x: ValueId,
-        /// The per-column scale and shift, if any.
+        /// The per-column scale and shift (an RMS norm has no shift), if any.
         params: [Option<ValueId>; 2],
-        /// Added to the variance.
+        /// Added to the variance (mean square).
         epsilon: f32,
         /// The `[..., C]` output.
         out: ValueId,
+        /// Whether the epilogue is the output's only reader and a row fits a
+        /// block: the normalized rows are then written to a per-thread L1 block
+        /// alone, and `out` is not among the step's writes (it gets no arena
+        /// region).
+        staged: bool,
         /// The program run on each block of output rows.
         epilogue: Program,
     },
@@ -104,6 +112,20 @@ pub enum StepKind {
         heads_last: bool,
     },
 }
+
+/// The normalization of a [`StepKind::RowNorm`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowNormKind {
+    /// `layer_norm`: `(x - mean) / sqrt(var + eps) * gamma + beta`.
+    Layer,
+    /// `rms_norm`: `x / sqrt(mean(x^2) + eps) * gamma`.
+    Rms,
+}
+
+/// Most elements of a row-norm block (8 KiB): each thread normalizes whole rows
+/// in blocks of at most this many elements (one row when a row is longer) and
+/// runs the epilogue program on a block while it is in L1.
+pub const NORM_BLOCK: usize = 2048;
 
 /// One step of the executor.
 #[derive(Clone, Debug, PartialEq)]
@@ -306,9 +328,12 @@ fn fold_attention_transposes(graph: &Graph, consts: &ConstTable, steps: Vec<Step
         .collect()
 }
 
-/// Moves a fused program into the linear or row-kernel `layer_norm` step before it
-/// when it reads that step's output at the same shape: the program then runs on
-/// each block of rows while they are in cache.
+/// Moves a fused program into the linear or row-kernel `layer_norm` / `rms_norm`
+/// step before it when it reads that step's output at the same shape: the program
+/// then runs on each block of rows while they are in cache. A norm whose output
+/// the program alone reads (and whose row fits a [`NORM_BLOCK`]) is staged: its
+/// output is no longer one of the step's writes, so the planner gives it no
+/// buffer.
 fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec<Step> {
     // Steps reading each value (graph outputs count as one more).
     let mut readers = vec![0usize; graph.values.len()];
@@ -331,7 +356,7 @@ fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec
         }
         if let (StepKind::Fused(p), Some(previous)) = (&step.kind, merged.last_mut())
             && let StepKind::Node(node) = previous.kind
-            && let Some((x, params, epsilon)) = row_layer_norm(graph, consts, node)
+            && let Some((norm, x, params, epsilon)) = row_norm(graph, consts, node)
         {
             let out = graph.nodes[node].outputs[0];
             let shape = |v: ValueId| &graph.values[v].ty.shape;
@@ -340,17 +365,25 @@ fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec
                 && p.operands.len() + previous.reads.len() <= super::arena::MAX_IO
                 && p.outputs.len() < super::arena::MAX_IO;
             if fits {
+                // `row_norm` checked that the last dim is fixed.
+                let cols = shape(out).last().and_then(|d| d.fixed()).unwrap_or(0);
+                let staged = readers[out] == 1 && cols <= NORM_BLOCK;
                 previous.label.push_str(" => ");
                 previous.label.push_str(&step.label);
                 previous
                     .reads
                     .extend(p.operands.iter().filter(|&&v| v != out));
+                if staged {
+                    previous.writes.clear();
+                }
                 previous.writes.extend(&p.outputs);
-                previous.kind = StepKind::LayerNorm {
+                previous.kind = StepKind::RowNorm {
+                    norm,
                     x,
                     params,
                     epsilon,
                     out,
+                    staged,
                     epilogue: p.clone(),
                 };
                 continue;
@@ -494,17 +527,20 @@ fn conv_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKind
     })
 }
 
-/// The input, affine parameters and epsilon of node `node` when it is an f32
-/// `layer_norm` over its last axis alone whose last dim is fixed and whose
-/// parameters (if any) are f32 with that many elements: what the row kernel takes.
-fn row_layer_norm(
+/// The normalization, input, affine parameters and epsilon of node `node` when it
+/// is an f32 `layer_norm` over its last axis alone or an f32 `rms_norm` whose last
+/// dim is fixed and whose parameters (if any) are f32 with that many elements:
+/// what the row kernels take.
+fn row_norm(
     graph: &Graph,
     consts: &ConstTable,
     node: usize,
-) -> Option<(ValueId, [Option<ValueId>; 2], f32)> {
+) -> Option<(RowNormKind, ValueId, [Option<ValueId>; 2], f32)> {
     let n = &graph.nodes[node];
-    let Op::LayerNorm { axis, epsilon } = n.op else {
-        return None;
+    let (norm, axis, epsilon) = match n.op {
+        Op::LayerNorm { axis, epsilon } => (RowNormKind::Layer, axis, epsilon),
+        Op::RmsNorm { epsilon } => (RowNormKind::Rms, -1, epsilon),
+        _ => return None,
     };
     let x = n.inputs.first().copied().flatten()?;
     let ty = &graph.values[x].ty;
@@ -521,7 +557,10 @@ fn row_layer_norm(
         let numel = t.shape.iter().map(|d| d.fixed()).product::<Option<usize>>();
         t.dtype == DType::F32 && numel == Some(cols)
     };
-    let params = [1, 2].map(|i| n.inputs.get(i).copied().flatten());
+    let mut params = [1, 2].map(|i| n.inputs.get(i).copied().flatten());
+    if norm == RowNormKind::Rms {
+        params[1] = None;
+    }
     let f32 = |v: ValueId| graph.values[v].ty.dtype == DType::F32;
     let fits = normalized == last
         && f32(x)
@@ -529,7 +568,7 @@ fn row_layer_norm(
         && f32(n.outputs[0])
         && consts.get(x).is_none()
         && params.iter().flatten().all(per_column);
-    fits.then_some((x, params, epsilon))
+    fits.then_some((norm, x, params, epsilon))
 }
 
 /// Packed weights by constant and layout (`true`: stored `[M, K]`).
