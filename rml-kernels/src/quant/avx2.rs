@@ -82,6 +82,7 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cache
         _ if cached => None,
         DType::Q4K if super::gemm_avx2::vnni::supported() => Some(gemv_q4_k_vnni),
         DType::Q4K => Some(gemv_q4_k),
+        DType::Q6K if super::gemm_avx2::vnni::supported() => Some(gemv_q6_k_vnni),
         DType::Q6K => Some(gemv_q6_k),
         _ => None,
     };
@@ -1024,11 +1025,35 @@ unsafe fn q6_k_quants(b: *const u8, n: usize) -> [__m256i; 4] {
     }
 }
 
-/// One Q6_K super-block at `wb` · its Q8_K block at `ab`, added to `acc`.
+/// One Q6_K super-block at `wb` · its Q8_K block at `ab`, added to `acc`, on AVX2:
+/// [`q6_k_block_with`] with `madd` and `add`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_block(wb: *const u8, ab: *const u8, acc: __m256) -> __m256 {
-    // SAFETY: the caller guarantees 210 readable bytes at `wb` and 292 at `ab`.
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        q6_k_block_with(wb, ab, acc, |sumi, p, s| {
+            _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s))
+        })
+    }
+}
+
+/// One Q6_K super-block at `wb` · its Q8_K block at `ab`, added to `acc`; each
+/// 32-element run's `maddubs` pair sums meet their scales in `dot_add` as in
+/// [`q4_k_block_with`] (same i32 lanes whichever `dot_add`).
+///
+/// # Safety
+/// AVX2/FMA/F16C present, and whatever `dot_add` needs; 210 readable bytes at `wb`
+/// and 292 at `ab`.
+#[inline(always)]
+unsafe fn q6_k_block_with(
+    wb: *const u8,
+    ab: *const u8,
+    acc: __m256,
+    dot_add: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> __m256 {
+    // SAFETY: the caller guarantees the features, 210 readable bytes at `wb` and 292
+    // at `ab`.
     unsafe {
         let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(208)));
         let s16 = _mm256_cvtepi8_epi16(ld128(wb.add(192)));
@@ -1041,12 +1066,33 @@ unsafe fn q6_k_block(wb: *const u8, ab: *const u8, acc: __m256) -> __m256 {
             for (k, qk) in q.into_iter().enumerate() {
                 let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * k));
                 let p = _mm256_maddubs_epi16(qk, y);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(&sc, 8 * n + 2 * k)));
+                sumi = dot_add(sumi, p, scale_pair(&sc, 8 * n + 2 * k));
             }
         }
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(off));
         _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc)
     }
+}
+
+/// Streaming Q6_K GEMV as [`gemv_q6_k`] on AVX512-VNNI/VL: each run's scale product
+/// and add is one `vpdpwssd`, with the same i32 lanes (so the same results).
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn gemv_q6_k_vnni(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
+    four_streams(
+        out.len(),
+        nb,
+        _mm256_setzero_ps(),
+        // SAFETY: as in `gemv_q6_k`; VNNI/VL are present.
+        |r, i, acc| unsafe {
+            q6_k_block_with(
+                w.add(r * rb + 210 * i),
+                a.add(292 * i),
+                acc,
+                |sumi, p, s| _mm256_dpwssd_epi32(sumi, p, s),
+            )
+        },
+        |r, acc| out[r] = hsum_ps(acc),
+    );
 }
 
 /// Q2_K · Q8_K over `nb` super-blocks.
@@ -1455,30 +1501,38 @@ mod tests {
         (quantize(dtype, n * k, rng), quantize(DType::Q8K, k, rng))
     }
 
-    /// The VNNI Q4_K GEMV gives bit for bit the AVX2 GEMV's and the one-row dot's
-    /// results (the reference comparison in `tests/quant.rs` runs whichever this CPU
-    /// picks), on a ragged row count.
+    /// The VNNI Q4_K and Q6_K GEMVs give bit for bit the AVX2 GEMVs' and the one-row
+    /// dots' results (the reference comparison in `tests/quant.rs` runs whichever this
+    /// CPU picks), on a ragged row count.
     #[test]
-    fn q4_k_vnni_gemv_equals_avx2() {
+    fn vnni_gemv_equals_avx2() {
         if !crate::quant::gemm_avx2::vnni::supported() || !Isa::Avx2.is_supported() {
             return;
         }
-        let (n, k) = (11, 768);
-        let (w, a) = operands(DType::Q4K, n, k, &mut Rng::new(7));
-        let (rb, nb) = (144 * k / 256, k / 256);
-        let (mut avx2, mut vnni) = (vec![0f32; n], vec![1f32; n]);
-        // SAFETY: AVX2/FMA/F16C and AVX512-VNNI/VL present (checked); `w` holds `n`
-        // rows of `nb` blocks, `a` `nb` Q8_K blocks.
-        unsafe {
-            gemv_q4_k(w.as_ptr(), rb, a.as_ptr(), nb, &mut avx2);
-            gemv_q4_k_vnni(w.as_ptr(), rb, a.as_ptr(), nb, &mut vnni);
+        type Kernels = (DType, usize, GemvRows, GemvRows, RowKernel);
+        let kernels: [Kernels; 2] = [
+            (DType::Q4K, 144, gemv_q4_k, gemv_q4_k_vnni, dot_q4_k),
+            (DType::Q6K, 210, gemv_q6_k, gemv_q6_k_vnni, dot_q6_k),
+        ];
+        let mut rng = Rng::new(7);
+        for (dtype, bw, avx2_gemv, vnni_gemv, dot) in kernels {
+            let (n, k) = (11, 768);
+            let (w, a) = operands(dtype, n, k, &mut rng);
+            let (rb, nb) = (bw * k / 256, k / 256);
+            let (mut avx2, mut vnni) = (vec![0f32; n], vec![1f32; n]);
+            // SAFETY: AVX2/FMA/F16C and AVX512-VNNI/VL present (checked); `w` holds `n`
+            // rows of `nb` blocks, `a` `nb` Q8_K blocks.
+            unsafe {
+                avx2_gemv(w.as_ptr(), rb, a.as_ptr(), nb, &mut avx2);
+                vnni_gemv(w.as_ptr(), rb, a.as_ptr(), nb, &mut vnni);
+            }
+            assert_eq!(avx2, vnni, "{dtype}");
+            for (r, v) in vnni.iter().enumerate() {
+                // SAFETY: as above, for row r.
+                let d = unsafe { dot(w.as_ptr().add(r * rb), a.as_ptr(), nb) };
+                assert_eq!(d.to_bits(), v.to_bits(), "{dtype} row {r}");
+            }
+            assert!(vnni.iter().any(|&v| v != 0.0));
         }
-        assert_eq!(avx2, vnni);
-        for (r, v) in vnni.iter().enumerate() {
-            // SAFETY: as above, for row r.
-            let d = unsafe { dot_q4_k(w.as_ptr().add(r * rb), a.as_ptr(), nb) };
-            assert_eq!(d.to_bits(), v.to_bits(), "row {r}");
-        }
-        assert!(vnni.iter().any(|&v| v != 0.0));
     }
 }
