@@ -37,8 +37,10 @@ type GemvRows = unsafe fn(*const u8, usize, *const u8, usize, &mut [f32]);
 /// which pays off when compute-bound; streaming (GEMV) the nibble types run
 /// [`gemv_nibbles`], which prepares the activation once per call. The two agree to f32
 /// rounding. Q8_0 runs [`gemv_q8_0`] (eight blocks per step) either way; streaming
-/// Q4_K and Q6_K run [`gemv_q4_k`] and [`gemv_q6_k`]. The streaming kernels keep four
-/// rows in flight ([`four_streams`]) with the same per-row arithmetic as one row.
+/// Q4_K and Q6_K run [`gemv_q4_k`] and [`gemv_q6_k`], or their AVX512-VNNI twins
+/// ([`gemv_q4_k_vnni`], [`gemv_q6_k_vnni`], bit for bit the same results) where the CPU
+/// has it. The streaming kernels keep four rows in flight ([`four_streams`]) with the
+/// same per-row arithmetic as one row.
 pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cached: bool) -> bool {
     if !Isa::Avx2.is_supported() || out.is_empty() {
         return out.is_empty();
