@@ -37,8 +37,10 @@ type GemvRows = unsafe fn(*const u8, usize, *const u8, usize, &mut [f32]);
 /// which pays off when compute-bound; streaming (GEMV) the nibble types run
 /// [`gemv_nibbles`], which prepares the activation once per call. The two agree to f32
 /// rounding. Q8_0 runs [`gemv_q8_0`] (eight blocks per step) either way; streaming
-/// Q4_K and Q6_K run [`gemv_q4_k`] and [`gemv_q6_k`]. The streaming kernels keep four
-/// rows in flight ([`four_streams`]) with the same per-row arithmetic as one row.
+/// Q4_K and Q6_K run [`gemv_q4_k`] and [`gemv_q6_k`], or their AVX512-VNNI twins
+/// ([`gemv_q4_k_vnni`], [`gemv_q6_k_vnni`], bit for bit the same results) where the CPU
+/// has it. The streaming kernels keep four rows in flight ([`four_streams`]) with the
+/// same per-row arithmetic as one row.
 pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cached: bool) -> bool {
     if !Isa::Avx2.is_supported() || out.is_empty() {
         return out.is_empty();
@@ -80,7 +82,9 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cache
     let rows_kernel: Option<GemvRows> = match weight {
         DType::Q8_0 => Some(gemv_q8_0),
         _ if cached => None,
+        DType::Q4K if super::gemm_avx2::vnni::supported() => Some(gemv_q4_k_vnni),
         DType::Q4K => Some(gemv_q4_k),
+        DType::Q6K if super::gemm_avx2::vnni::supported() => Some(gemv_q6_k_vnni),
         DType::Q6K => Some(gemv_q6_k),
         _ => None,
     };
@@ -781,10 +785,11 @@ pub(super) unsafe fn k4_scales_mins(p: *const u8) -> [u32; 4] {
 /// Q4_K · Q8_K over `nb` super-blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
+    let masks = k4_scale_masks();
     let mut s = (_mm256_setzero_ps(), _mm256_setzero_ps());
     for i in 0..nb {
         // SAFETY: `nb` blocks of 144 bytes at `w` and of 292 at `a`.
-        s = unsafe { q4_k_block(w.add(144 * i), a.add(292 * i), s) };
+        s = unsafe { q4_k_block(w.add(144 * i), a.add(292 * i), s, &masks) };
     }
     hsum_ps(_mm256_sub_ps(s.0, s.1))
 }
@@ -793,6 +798,7 @@ unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
 /// Q8_K row: [`q4_k_block`] over [`four_streams`], each row as [`dot_q4_k`].
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_q4_k(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
+    let masks = k4_scale_masks();
     let zero = (_mm256_setzero_ps(), _mm256_setzero_ps());
     four_streams(
         out.len(),
@@ -800,23 +806,62 @@ unsafe fn gemv_q4_k(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut 
         zero,
         // SAFETY: the caller guarantees `out.len()` rows of `nb` 144-byte blocks at `w`,
         // `rb` bytes apart, and `nb` 292-byte blocks at `a`.
-        |r, i, s| unsafe { q4_k_block(w.add(r * rb + 144 * i), a.add(292 * i), s) },
+        |r, i, s| unsafe { q4_k_block(w.add(r * rb + 144 * i), a.add(292 * i), s, &masks) },
         |r, s| out[r] = hsum_ps(_mm256_sub_ps(s.0, s.1)),
     );
 }
 
-/// One Q4_K super-block at `wb` · its Q8_K block at `ab`: the scaled products added to
-/// `acc`, the min term (Σ_j m_j·bsum_j, times `dmin`) to `acc_m`.
+/// The `vpshufb` masks that spread scale `j` of [`q4_k_block_with`]'s `sc` (eight
+/// i16) over every lane, `j` in 0..8, hidden from the optimizer (`black_box`, once per
+/// call): seen as constants, LLVM turns each shuffle into a shift and a `vpbroadcastw`,
+/// two µops instead of one.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn k4_scale_masks() -> [__m256i; 8] {
+    core::hint::black_box(core::array::from_fn(|j| {
+        _mm256_set1_epi16((((2 * j + 1) << 8) | (2 * j)) as i16)
+    }))
+}
+
+/// One Q4_K super-block at `wb` · its Q8_K block at `ab` on AVX2: [`q4_k_block_with`]
+/// adding each sub-block's scaled pair sums with `madd` and `add`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k_block(
     wb: *const u8,
     ab: *const u8,
-    (acc, acc_m): (__m256, __m256),
+    acc: (__m256, __m256),
+    masks: &[__m256i; 8],
 ) -> (__m256, __m256) {
-    let m4 = _mm256_set1_epi8(0x0f);
-    // SAFETY: the caller guarantees 144 readable bytes at `wb` and 292 at `ab`.
+    // SAFETY: forwarded from the caller.
     unsafe {
+        q4_k_block_with(wb, ab, acc, masks, |sumi, p, s| {
+            _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s))
+        })
+    }
+}
+
+/// One Q4_K super-block at `wb` · its Q8_K block at `ab`: the scaled products added to
+/// `acc`, the min term (Σ_j m_j·bsum_j, times `dmin`) to `acc_m`. Each 32-element
+/// sub-block's `maddubs` pair sums `p` (i16) meet the sub-block's scale `s` (i16, every
+/// lane) in `dot_add(sumi, p, s)`, which returns `sumi + madd(p, s)`: the i32 lanes hold
+/// the same integers however it is computed, so every `dot_add` gives the same result.
+///
+/// # Safety
+/// AVX2/FMA/F16C present, and whatever `dot_add` needs; 144 readable bytes at `wb`
+/// and 292 at `ab`.
+#[inline(always)]
+unsafe fn q4_k_block_with(
+    wb: *const u8,
+    ab: *const u8,
+    (acc, acc_m): (__m256, __m256),
+    masks: &[__m256i; 8],
+    dot_add: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> (__m256, __m256) {
+    // SAFETY: the caller guarantees the features and 144 readable bytes at `wb` and
+    // 292 at `ab`.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0f);
         let yd = _mm256_set1_ps(f32_at(ab));
         let d = _mm256_mul_ps(yd, f16x8(wb));
         let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
@@ -834,18 +879,37 @@ unsafe fn q4_k_block(
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
             let ylo = ld256(ab.add(Q8K_QS + 64 * c));
             let yhi = ld256(ab.add(Q8K_QS + 64 * c + 32));
-            let s0 =
-                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((((4 * c + 1) << 8) | (4 * c)) as i16));
-            let s1 = _mm256_shuffle_epi8(
-                sc,
-                _mm256_set1_epi16((((4 * c + 3) << 8) | (4 * c + 2)) as i16),
-            );
-            let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), s0);
-            let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            let s0 = _mm256_shuffle_epi8(sc, masks[2 * c]);
+            let s1 = _mm256_shuffle_epi8(sc, masks[2 * c + 1]);
+            sumi = dot_add(sumi, _mm256_maddubs_epi16(lo, ylo), s0);
+            sumi = dot_add(sumi, _mm256_maddubs_epi16(hi, yhi), s1);
         }
         (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), acc_m)
     }
+}
+
+/// Streaming Q4_K GEMV as [`gemv_q4_k`] on AVX512-VNNI/VL: each sub-block's scale
+/// product and add is one `vpdpwssd`, with the same i32 lanes (so the same results).
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn gemv_q4_k_vnni(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
+    let masks = k4_scale_masks();
+    let zero = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    four_streams(
+        out.len(),
+        nb,
+        zero,
+        // SAFETY: as in `gemv_q4_k`; VNNI/VL are present.
+        |r, i, s| unsafe {
+            q4_k_block_with(
+                w.add(r * rb + 144 * i),
+                a.add(292 * i),
+                s,
+                &masks,
+                |sumi, p, s| _mm256_dpwssd_epi32(sumi, p, s),
+            )
+        },
+        |r, s| out[r] = hsum_ps(_mm256_sub_ps(s.0, s.1)),
+    );
 }
 
 /// Q5_K · Q8_K over `nb` super-blocks.
@@ -963,11 +1027,35 @@ unsafe fn q6_k_quants(b: *const u8, n: usize) -> [__m256i; 4] {
     }
 }
 
-/// One Q6_K super-block at `wb` · its Q8_K block at `ab`, added to `acc`.
+/// One Q6_K super-block at `wb` · its Q8_K block at `ab`, added to `acc`, on AVX2:
+/// [`q6_k_block_with`] with `madd` and `add`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_block(wb: *const u8, ab: *const u8, acc: __m256) -> __m256 {
-    // SAFETY: the caller guarantees 210 readable bytes at `wb` and 292 at `ab`.
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        q6_k_block_with(wb, ab, acc, |sumi, p, s| {
+            _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s))
+        })
+    }
+}
+
+/// One Q6_K super-block at `wb` · its Q8_K block at `ab`, added to `acc`; each
+/// 32-element run's `maddubs` pair sums meet their scales in `dot_add` as in
+/// [`q4_k_block_with`] (same i32 lanes whichever `dot_add`).
+///
+/// # Safety
+/// AVX2/FMA/F16C present, and whatever `dot_add` needs; 210 readable bytes at `wb`
+/// and 292 at `ab`.
+#[inline(always)]
+unsafe fn q6_k_block_with(
+    wb: *const u8,
+    ab: *const u8,
+    acc: __m256,
+    dot_add: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> __m256 {
+    // SAFETY: the caller guarantees the features, 210 readable bytes at `wb` and 292
+    // at `ab`.
     unsafe {
         let d = _mm256_mul_ps(_mm256_set1_ps(f32_at(ab)), f16x8(wb.add(208)));
         let s16 = _mm256_cvtepi8_epi16(ld128(wb.add(192)));
@@ -980,12 +1068,33 @@ unsafe fn q6_k_block(wb: *const u8, ab: *const u8, acc: __m256) -> __m256 {
             for (k, qk) in q.into_iter().enumerate() {
                 let y = ld256(ab.add(Q8K_QS + 128 * n + 32 * k));
                 let p = _mm256_maddubs_epi16(qk, y);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(&sc, 8 * n + 2 * k)));
+                sumi = dot_add(sumi, p, scale_pair(&sc, 8 * n + 2 * k));
             }
         }
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(off));
         _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc)
     }
+}
+
+/// Streaming Q6_K GEMV as [`gemv_q6_k`] on AVX512-VNNI/VL: each run's scale product
+/// and add is one `vpdpwssd`, with the same i32 lanes (so the same results).
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn gemv_q6_k_vnni(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
+    four_streams(
+        out.len(),
+        nb,
+        _mm256_setzero_ps(),
+        // SAFETY: as in `gemv_q6_k`; VNNI/VL are present.
+        |r, i, acc| unsafe {
+            q6_k_block_with(
+                w.add(r * rb + 210 * i),
+                a.add(292 * i),
+                acc,
+                |sumi, p, s| _mm256_dpwssd_epi32(sumi, p, s),
+            )
+        },
+        |r, acc| out[r] = hsum_ps(acc),
+    );
 }
 
 /// Q2_K · Q8_K over `nb` super-blocks.
@@ -1372,6 +1481,60 @@ unsafe fn dequant_q6_k(b: *const u8, y: *mut f32) {
                     _mm256_storeu_ps(y0.add(8 * p), _mm256_mul_ps(dv, f));
                 }
             }
+        }
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+    use crate::testing::Rng;
+
+    /// `n` rows of `k` random weights of `dtype`, quantized by the reference, and a
+    /// quantized random activation.
+    fn operands(dtype: DType, n: usize, k: usize, rng: &mut Rng) -> (Vec<u8>, Vec<u8>) {
+        let quantize = |t: DType, len: usize, rng: &mut Rng| {
+            let mut x = vec![0f32; len];
+            rng.fill(&mut x, -1.0, 1.0);
+            let mut b = vec![0u8; t.storage_bytes(len).unwrap()];
+            rml_core::quant::quantize_bytes(t, &x, &mut b).unwrap();
+            b
+        };
+        (quantize(dtype, n * k, rng), quantize(DType::Q8K, k, rng))
+    }
+
+    /// The VNNI Q4_K and Q6_K GEMVs give bit for bit the AVX2 GEMVs' and the one-row
+    /// dots' results (the reference comparison in `tests/quant.rs` runs whichever this
+    /// CPU picks), on a ragged row count.
+    #[test]
+    fn vnni_gemv_equals_avx2() {
+        if !crate::quant::gemm_avx2::vnni::supported() || !Isa::Avx2.is_supported() {
+            return;
+        }
+        type Kernels = (DType, usize, GemvRows, GemvRows, RowKernel);
+        let kernels: [Kernels; 2] = [
+            (DType::Q4K, 144, gemv_q4_k, gemv_q4_k_vnni, dot_q4_k),
+            (DType::Q6K, 210, gemv_q6_k, gemv_q6_k_vnni, dot_q6_k),
+        ];
+        let mut rng = Rng::new(7);
+        for (dtype, bw, avx2_gemv, vnni_gemv, dot) in kernels {
+            let (n, k) = (11, 768);
+            let (w, a) = operands(dtype, n, k, &mut rng);
+            let (rb, nb) = (bw * k / 256, k / 256);
+            let (mut avx2, mut vnni) = (vec![0f32; n], vec![1f32; n]);
+            // SAFETY: AVX2/FMA/F16C and AVX512-VNNI/VL present (checked); `w` holds `n`
+            // rows of `nb` blocks, `a` `nb` Q8_K blocks.
+            unsafe {
+                avx2_gemv(w.as_ptr(), rb, a.as_ptr(), nb, &mut avx2);
+                vnni_gemv(w.as_ptr(), rb, a.as_ptr(), nb, &mut vnni);
+            }
+            assert_eq!(avx2, vnni, "{dtype}");
+            for (r, v) in vnni.iter().enumerate() {
+                // SAFETY: as above, for row r.
+                let d = unsafe { dot(w.as_ptr().add(r * rb), a.as_ptr(), nb) };
+                assert_eq!(d.to_bits(), v.to_bits(), "{dtype} row {r}");
+            }
+            assert!(vnni.iter().any(|&v| v != 0.0));
         }
     }
 }

@@ -17,7 +17,7 @@
 
 mod b32;
 mod kquant;
-mod vnni;
+pub(super) mod vnni;
 
 use core::arch::x86_64::*;
 

@@ -21,7 +21,7 @@ const BYTES: usize = 34;
 
 /// True when the CPU runs `vpdpbusd` on 256-bit vectors (AVX512-VNNI with AVX512VL).
 #[cfg(feature = "std")]
-pub(super) fn supported() -> bool {
+pub(in crate::quant) fn supported() -> bool {
     !cfg!(miri)
         && std::is_x86_feature_detected!("avx512vnni")
         && std::is_x86_feature_detected!("avx512vl")
@@ -30,7 +30,7 @@ pub(super) fn supported() -> bool {
 /// True when the build targets AVX512-VNNI with AVX512VL (no run-time detection
 /// without `std`).
 #[cfg(not(feature = "std"))]
-pub(super) fn supported() -> bool {
+pub(in crate::quant) fn supported() -> bool {
     cfg!(all(
         target_feature = "avx512vnni",
         target_feature = "avx512vl"
