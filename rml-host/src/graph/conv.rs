@@ -65,28 +65,51 @@ pub struct ConvIo<'a> {
 }
 
 /// A convolution's parameters, which say how to run it on a [`ConvIo`].
-pub trait ConvKind {
-    /// `true` when the operands' dims agree with each other and with these
-    /// parameters and the lengths match, so [`ConvKind::run`] may index without
-    /// further checks.
-    fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool;
+pub trait ConvKind: Sync {
+    /// `true` when `[x, w, out]` dims agree with each other and with these
+    /// parameters and a bias of `bias_len` values (if any) has one per output
+    /// channel.
+    fn dims_fit(&self, dims: [[usize; 4]; 3], bias_len: Option<usize>) -> bool;
     /// The units of work split across threads (output channels of a group), the GEMM
     /// rows each unit is (for [`super::par::gemm_chunks`]) and the whole
-    /// convolution's multiply-adds.
+    /// convolution's multiply-adds (read from the dims and the weight alone).
     fn split(&self, io: &ConvIo<'_>) -> (usize, usize, usize);
-    /// Writes the convolution (checked by [`ConvKind::fits`]) into `out`, its units
-    /// split into `chunks` pieces run by `parallel`.
-    fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>);
+    /// Pieces one image's work is split into when `chunks` are wanted (fewer where
+    /// a split would change the bits).
+    fn image_chunks(&self, io: &ConvIo<'_>, chunks: usize) -> usize;
+    /// Writes image `b` of the convolution (checked by [`ConvKind::fits`]) into
+    /// `out` (its `[C_out, H_out, W_out]` block), its work split into `chunks`
+    /// pieces (at most [`ConvKind::image_chunks`]) run by `parallel`; any split
+    /// gives the same bits.
+    fn image(&self, io: &ConvIo<'_>, b: usize, out: &mut [f32], split: (usize, Parallel<'_>));
+
+    /// `true` when the dims fit ([`ConvKind::dims_fit`]) and the lengths match
+    /// them, so [`ConvKind::run`] may index without further checks.
+    fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool {
+        let count = |d: [usize; 4]| d.iter().product::<usize>();
+        self.dims_fit([io.x.1, io.w.1, io.out], io.bias.map(<[f32]>::len))
+            && io.x.0.len() == count(io.x.1)
+            && io.w.0.len() == count(io.w.1)
+            && out_len == count(io.out)
+    }
+
+    /// Writes the convolution (checked by [`ConvKind::fits`]) into `out`: whole
+    /// images split into `chunks` pieces when there are at least as many images as
+    /// chunks, else each image's work ([`ConvKind::image`]).
+    fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
+        for_each_image(
+            io,
+            out,
+            (chunks, parallel),
+            self.image_chunks(io, chunks),
+            &|b, image_out, split| self.image(io, b, image_out, split),
+        );
+    }
 }
 
 impl ConvKind for Conv2dParams {
-    /// The dims fit ([`dims_fit`]) and the lengths match them.
-    fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool {
-        let ([n, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
-        dims_fit(self, [io.x.1, io.w.1, io.out], io.bias.map(<[f32]>::len))
-            && io.x.0.len() == n * c * h * w
-            && io.w.0.len() == co * cig * kh * kw
-            && out_len == n * co * oh * ow
+    fn dims_fit(&self, dims: [[usize; 4]; 3], bias_len: Option<usize>) -> bool {
+        dims_fit(self, dims, bias_len)
     }
 
     /// Units are the GEMM rows of all images (the image split and the row split
@@ -102,16 +125,13 @@ impl ConvKind for Conv2dParams {
         )
     }
 
-    /// Whole images split into `chunks` pieces when there are at least as many
-    /// images as chunks; else each image's output-channel rows (see [`image`]).
-    fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
-        for_each_image(
-            io,
-            out,
-            (chunks, parallel),
-            chunks,
-            &|b, image_out, split| image(self, io, b, image_out, split),
-        );
+    /// Any split (see [`image`]).
+    fn image_chunks(&self, _io: &ConvIo<'_>, chunks: usize) -> usize {
+        chunks
+    }
+
+    fn image(&self, io: &ConvIo<'_>, b: usize, out: &mut [f32], split: (usize, Parallel<'_>)) {
+        image(self, io, b, out, split);
     }
 }
 
@@ -146,7 +166,7 @@ pub(super) fn for_each_image<F>(
 /// Whether a `conv2d` with parameters `p` fits `[x, w, out]` dims and a bias of
 /// `bias_len` values: groups divide the channels, the output size is the window
 /// count, the bias has one value per output channel.
-pub fn dims_fit(p: &Conv2dParams, [x, wd, out]: [[usize; 4]; 3], bias_len: Option<usize>) -> bool {
+fn dims_fit(p: &Conv2dParams, [x, wd, out]: [[usize; 4]; 3], bias_len: Option<usize>) -> bool {
     let ([n, c, h, w], [co, cig, kh, kw], [on, oc, oh, ow]) = (x, wd, out);
     let g = p.groups;
     let windows = |size: usize, pad: usize, k: usize, d: usize, s: usize| {
@@ -190,7 +210,7 @@ pub(super) fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
 /// (no chunk repacks it). The packed GEMM gives a
 /// row the same bits whatever row block it is in, so any `chunks` gives the same
 /// output.
-pub fn image(
+fn image(
     p: &Conv2dParams,
     io: &ConvIo<'_>,
     b: usize,
