@@ -1,11 +1,13 @@
 //! The executor's convolution-family paths: `conv_transpose2d` as GEMM + col2im
 //! against a direct f64 transposed convolution within the GEMM's K-term rounding
-//! bound; fusion on/off and 1–3 threads agree bit for bit.
+//! bound, also with a program as its epilogue; fusion on/off and 1–3 threads agree
+//! bit for bit.
 
 mod exec_support;
 
 use exec_support::{decl, exec_all, f32s};
 use rml_host::graph::{Buffer, MemoryConstants, load_graph};
+use rml_kernels::math;
 use serde_json::json;
 
 /// Unit roundoff of f32 (half an ulp of 1).
@@ -173,6 +175,73 @@ fn conv_transpose2d_gemm_matches_a_direct_transposed_convolution_within_a_k_boun
             assert!(
                 (f64::from(g) - v).abs() <= tol,
                 "case {ci} element {i}: {g} vs {v} (bound {tol})"
+            );
+        }
+    }
+}
+
+#[test]
+fn conv_transpose2d_runs_the_program_after_it_as_its_epilogue() {
+    // y = silu(conv_transpose2d(x) + b) + r with DCGAN's kernel 4 / stride 2: one
+    // image (the output channels split across threads) and three (whole images
+    // per thread); 12 output channels of 16 taps, so every split chunk has more
+    // than SMALL_M GEMM rows.
+    for n in [1, 3] {
+        let c = Case {
+            x: [n, 20, 4, 3],
+            co: 12,
+            k: [4, 4],
+            stride: [2, 2],
+            pad: [[1, 1], [1, 1]],
+            out_pad: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+            bias: true,
+        };
+        let out = c.out();
+        let w_dims = [c.x[1], c.co, 4, 4];
+        let wv = exec_support::values(w_dims.iter().product(), 31);
+        let bv = exec_support::values(c.co, 32);
+        let mut constants = MemoryConstants::new();
+        constants.insert("w", &w_dims, Buffer::F32(wv.clone()));
+        constants.insert("b", &[c.co], Buffer::F32(bv.clone()));
+        let text = json!({
+            "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+            "inputs": [decl("x", json!(c.x)), decl("r", json!(out))],
+            "constants": [decl("w", json!(w_dims)), decl("b", json!([c.co]))],
+            "nodes": [
+                {"op": "conv_transpose2d", "inputs": ["x", "w", "b"], "outputs": ["c"],
+                 "attrs": {"stride": c.stride, "padding": c.pad}},
+                {"op": "silu", "inputs": ["c"], "outputs": ["s"]},
+                {"op": "add", "inputs": ["s", "r"], "outputs": ["y"]},
+            ],
+            "outputs": [decl("y", json!(out))]
+        })
+        .to_string();
+        let g = load_graph(&text, &constants).unwrap();
+        let e = rml_host::graph::Executor::new(g.clone(), &constants, Default::default()).unwrap();
+        let labels: Vec<&str> = e.steps().iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["conv_transpose2d => silu + add"]);
+        let x = exec_support::tensor(&c.x, 33);
+        let r = exec_support::tensor(&out, 34);
+        let direct = c.direct(&f32s(&x.data), &wv, &bv);
+        // Fusion on (the epilogue) and off (a conv step, then a program), 1-3
+        // threads with every step split: bit for bit.
+        let got = &exec_all(&g, &constants, &[x, r.clone()])[0];
+        let terms = c.x[1] * 16 + 1;
+        let gamma = terms as f64 * UNIT_ROUNDOFF / (1.0 - terms as f64 * UNIT_ROUNDOFF);
+        for (i, ((&g, &(v, mag)), &r)) in got.iter().zip(&direct).zip(&f32s(&r.data)).enumerate() {
+            // The convolution's bound carried through SiLU (slope at most 1.1), the
+            // kernel's SiLU bound and the add's rounding.
+            let silu = v / (1.0 + (-v).exp());
+            let want = silu + f64::from(r);
+            let conv = gamma * mag + f64::from(f32::EPSILON) * v.abs();
+            let tol = 1.1 * conv
+                + (math::SILU_MAX_ULP + 1.0) * f64::from(f32::EPSILON) * silu.abs()
+                + f64::from(f32::EPSILON) * want.abs();
+            assert!(
+                (f64::from(g) - want).abs() <= tol,
+                "{n} images, element {i}: {g} vs {want} (bound {tol})"
             );
         }
     }

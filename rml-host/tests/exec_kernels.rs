@@ -553,9 +553,13 @@ fn batch_norm_folded_into_conv2d_matches_a_direct_convolution() {
 #[test]
 fn conv2d_runs_the_program_after_it_as_its_epilogue() {
     // y = silu(conv2d(x) + b) + r: one image (the output-channel rows split across
-    // threads) and three (whole images per thread); K = 72, bands of output rows.
-    let (ci, co, h, w) = (8, 12, 10, 9);
-    for n in [1, 3] {
+    // threads) and three (whole images per thread); K = 72 in one band of output
+    // rows, and K = 576 in three bands (one image: whole bands per thread).
+    let co = 12;
+    for (n, (ci, h, w)) in [1, 3]
+        .into_iter()
+        .flat_map(|n| [(8, 10, 9), (64, 20, 20)].map(|s| (n, s)))
+    {
         let c = ConvCase {
             x: [n, ci, h, w],
             co,

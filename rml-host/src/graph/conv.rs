@@ -5,7 +5,9 @@
 //! into the NCHW output (bias pre-filled, packed GEMM with `beta = 1`). Threads
 //! take whole images when there are at least as many images as chunks (each
 //! unrolls only its own images); otherwise they split each band's unrolling,
-//! packing (by panels) and output-channel rows, sharing its one packed block. The unrolled and packed blocks and the GEMM scratch live in
+//! packing (by panels) and output-channel rows, sharing its one packed block, or,
+//! with several bands, give each thread whole bands (computed into a staging
+//! buffer, then copied into the output). The unrolled and packed blocks and the GEMM scratch live in
 //! per-thread buffers that grow to the largest convolution seen and are reused, so
 //! steady-state runs do not allocate them (nor page-fault fresh memory).
 
@@ -65,28 +67,51 @@ pub struct ConvIo<'a> {
 }
 
 /// A convolution's parameters, which say how to run it on a [`ConvIo`].
-pub trait ConvKind {
-    /// `true` when the operands' dims agree with each other and with these
-    /// parameters and the lengths match, so [`ConvKind::run`] may index without
-    /// further checks.
-    fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool;
+pub trait ConvKind: Sync {
+    /// `true` when `[x, w, out]` dims agree with each other and with these
+    /// parameters and a bias of `bias_len` values (if any) has one per output
+    /// channel.
+    fn dims_fit(&self, dims: [[usize; 4]; 3], bias_len: Option<usize>) -> bool;
     /// The units of work split across threads (output channels of a group), the GEMM
     /// rows each unit is (for [`super::par::gemm_chunks`]) and the whole
-    /// convolution's multiply-adds.
+    /// convolution's multiply-adds (read from the dims and the weight alone).
     fn split(&self, io: &ConvIo<'_>) -> (usize, usize, usize);
-    /// Writes the convolution (checked by [`ConvKind::fits`]) into `out`, its units
-    /// split into `chunks` pieces run by `parallel`.
-    fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>);
+    /// Pieces one image's work is split into when `chunks` are wanted (fewer where
+    /// a split would change the bits).
+    fn image_chunks(&self, io: &ConvIo<'_>, chunks: usize) -> usize;
+    /// Writes image `b` of the convolution (checked by [`ConvKind::fits`]) into
+    /// `out` (its `[C_out, H_out, W_out]` block), its work split into `chunks`
+    /// pieces (at most [`ConvKind::image_chunks`]) run by `parallel`; any split
+    /// gives the same bits.
+    fn image(&self, io: &ConvIo<'_>, b: usize, out: &mut [f32], split: (usize, Parallel<'_>));
+
+    /// `true` when the dims fit ([`ConvKind::dims_fit`]) and the lengths match
+    /// them, so [`ConvKind::run`] may index without further checks.
+    fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool {
+        let count = |d: [usize; 4]| d.iter().product::<usize>();
+        self.dims_fit([io.x.1, io.w.1, io.out], io.bias.map(<[f32]>::len))
+            && io.x.0.len() == count(io.x.1)
+            && io.w.0.len() == count(io.w.1)
+            && out_len == count(io.out)
+    }
+
+    /// Writes the convolution (checked by [`ConvKind::fits`]) into `out`: whole
+    /// images split into `chunks` pieces when there are at least as many images as
+    /// chunks, else each image's work ([`ConvKind::image`]).
+    fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
+        for_each_image(
+            io,
+            out,
+            (chunks, parallel),
+            self.image_chunks(io, chunks),
+            &|b, image_out, split| self.image(io, b, image_out, split),
+        );
+    }
 }
 
 impl ConvKind for Conv2dParams {
-    /// The dims fit ([`dims_fit`]) and the lengths match them.
-    fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool {
-        let ([n, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
-        dims_fit(self, [io.x.1, io.w.1, io.out], io.bias.map(<[f32]>::len))
-            && io.x.0.len() == n * c * h * w
-            && io.w.0.len() == co * cig * kh * kw
-            && out_len == n * co * oh * ow
+    fn dims_fit(&self, dims: [[usize; 4]; 3], bias_len: Option<usize>) -> bool {
+        dims_fit(self, dims, bias_len)
     }
 
     /// Units are the GEMM rows of all images (the image split and the row split
@@ -102,16 +127,13 @@ impl ConvKind for Conv2dParams {
         )
     }
 
-    /// Whole images split into `chunks` pieces when there are at least as many
-    /// images as chunks; else each image's output-channel rows (see [`image`]).
-    fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
-        for_each_image(
-            io,
-            out,
-            (chunks, parallel),
-            chunks,
-            &|b, image_out, split| image(self, io, b, image_out, split),
-        );
+    /// Any split (see [`image`]).
+    fn image_chunks(&self, _io: &ConvIo<'_>, chunks: usize) -> usize {
+        chunks
+    }
+
+    fn image(&self, io: &ConvIo<'_>, b: usize, out: &mut [f32], split: (usize, Parallel<'_>)) {
+        image(self, io, b, out, split);
     }
 }
 
@@ -146,7 +168,7 @@ pub(super) fn for_each_image<F>(
 /// Whether a `conv2d` with parameters `p` fits `[x, w, out]` dims and a bias of
 /// `bias_len` values: groups divide the channels, the output size is the window
 /// count, the bias has one value per output channel.
-pub fn dims_fit(p: &Conv2dParams, [x, wd, out]: [[usize; 4]; 3], bias_len: Option<usize>) -> bool {
+fn dims_fit(p: &Conv2dParams, [x, wd, out]: [[usize; 4]; 3], bias_len: Option<usize>) -> bool {
     let ([n, c, h, w], [co, cig, kh, kw], [on, oc, oh, ow]) = (x, wd, out);
     let g = p.groups;
     let windows = |size: usize, pad: usize, k: usize, d: usize, s: usize| {
@@ -182,15 +204,18 @@ pub(super) fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
 }
 
 /// Writes image `b` of the convolution `p` on `io` (checked by
-/// [`ConvKind::fits`]) into `out` (its `[C_out, H_out, W_out]` block): per channel
-/// group and band of output rows, the band is unrolled (im2col; its rows split
-/// into `chunks` pieces run by `parallel`) and packed once into GEMM panels (the
-/// panels split likewise), then the group's output-channel rows are split into
-/// `chunks` pieces, each multiplying its weight rows by the shared packed band
-/// (no chunk repacks it). The packed GEMM gives a
-/// row the same bits whatever row block it is in, so any `chunks` gives the same
-/// output.
-pub fn image(
+/// [`ConvKind::fits`]) into `out` (its `[C_out, H_out, W_out]` block), channel
+/// group by channel group, each in bands of output rows ([`band_rows`]; the bands
+/// depend on the shapes alone). On one chunk, or when a group is one band, each
+/// band is unrolled (im2col; its rows split into `chunks` pieces run by
+/// `parallel`), packed once into GEMM panels (the panels split likewise) and its
+/// output-channel rows split into `chunks` pieces, each multiplying its weight rows
+/// by the shared packed band: three hand-offs per band. With several bands and
+/// chunks, each chunk takes whole bands ([`Group::by_bands`]): one hand-off computes
+/// them, a second copies them into the output. The packed GEMM gives an element
+/// the same bits whatever row block or output stride it is computed in, so any
+/// `chunks` gives the same output.
+fn image(
     p: &Conv2dParams,
     io: &ConvIo<'_>,
     b: usize,
@@ -199,38 +224,113 @@ pub fn image(
 ) {
     let ([_, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
     let (cog, k, pixels) = (co / p.groups, cig * kh * kw, oh * ow);
-    let bands = band_rows(k, [oh, ow]);
-    let band_cols = bands * ow;
-    let packed_len = gemm::packed_b_len(k, band_cols).unwrap_or(0);
-    with_buffer(&COLUMNS, k * band_cols, |col| {
-        with_buffer(&PACKED, packed_len, |packed| {
-            for (gi, group_out) in out.chunks_mut(cog * pixels).enumerate() {
-                let x = &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w];
-                for (row, values) in group_out.chunks_mut(pixels).enumerate() {
-                    values.fill(io.bias.map_or(0.0, |bias| bias[gi * cog + row]));
-                }
-                let weights = &io.w.0[gi * cog * k..][..cog * k];
-                for first in (0..oh).step_by(bands) {
-                    let rows = first..oh.min(first + bands);
-                    let n = rows.len() * ow;
-                    let col = &mut col[..k * n];
-                    let unroll_rows = |ks: Range<usize>, piece: &mut [f32]| {
-                        unroll(p, x, [h, w], [kh, kw], (rows.clone(), ow), (ks, piece));
-                    };
-                    for_row_blocks(col, [k, n], chunks, parallel, &unroll_rows);
-                    let packed = &mut packed[..gemm::packed_b_len(k, n).unwrap_or(0)];
-                    pack(col, [k, n], packed, (chunks, parallel));
-                    let band = Band {
-                        weights,
-                        packed,
-                        dims: [cog, k, pixels],
-                        cols: rows.start * ow..rows.end * ow,
-                    };
-                    band.multiply(group_out, (chunks, parallel));
-                }
+    let band = band_rows(k, [oh, ow]);
+    for (gi, group_out) in out.chunks_mut(cog * pixels).enumerate() {
+        let group = Group {
+            p,
+            x: &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w],
+            weights: &io.w.0[gi * cog * k..][..cog * k],
+            bias: io.bias.map(|bias| &bias[gi * cog..][..cog]),
+            dims: [cog, k, h, w, kh, kw, oh, ow],
+            band,
+        };
+        let bands = oh.div_ceil(band);
+        if chunks > 1 && bands > 1 {
+            group.by_bands(group_out, (chunks.min(bands), parallel));
+        } else {
+            for first in (0..oh).step_by(band) {
+                let rows = first..oh.min(first + band);
+                let at = rows.start * ow;
+                group.band(rows, (group_out, pixels, at), (chunks, parallel));
             }
+        }
+    }
+}
+
+thread_local! {
+    /// The bands of one channel group computed by [`Group::by_bands`], band by band.
+    static STAGED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One image's channel group of a `conv2d`: input `[C_in/g, H, W]`, weight rows
+/// `[C_out/g, k]`, bias `[C_out/g]`; `dims` = `[cog, k, h, w, kh, kw, oh, ow]`,
+/// `band` output rows per band (the last may be shorter).
+struct Group<'a> {
+    p: &'a Conv2dParams,
+    x: &'a [f32],
+    weights: &'a [f32],
+    bias: Option<&'a [f32]>,
+    dims: [usize; 8],
+    band: usize,
+}
+
+impl Group<'_> {
+    /// Output rows `rows` (one band) into `out` (`cog` rows of `stride` values, the
+    /// band's values from column `at`): the bias, then the unrolled band packed and
+    /// multiplied by the weight rows, each phase split into `chunks` pieces run by
+    /// `parallel`.
+    fn band(
+        &self,
+        rows: Range<usize>,
+        (out, stride, at): (&mut [f32], usize, usize),
+        (chunks, parallel): (usize, Parallel<'_>),
+    ) {
+        let [cog, k, h, w, kh, kw, _, ow] = self.dims;
+        let n = rows.len() * ow;
+        for (row, values) in out.chunks_mut(stride).enumerate().take(cog) {
+            values[at..at + n].fill(self.bias.map_or(0.0, |bias| bias[row]));
+        }
+        let packed_len = gemm::packed_b_len(k, n).unwrap_or(0);
+        with_buffer(&COLUMNS, k * n, |col| {
+            with_buffer(&PACKED, packed_len, |packed| {
+                let unroll_rows = |ks: Range<usize>, piece: &mut [f32]| {
+                    let band = (rows.clone(), ow);
+                    unroll(self.p, self.x, [h, w], [kh, kw], band, (ks, piece));
+                };
+                for_row_blocks(col, [k, n], chunks, parallel, &unroll_rows);
+                pack(col, [k, n], packed, (chunks, parallel));
+                let band = Band {
+                    weights: self.weights,
+                    packed,
+                    dims: [cog, k, stride],
+                    cols: at..at + n,
+                };
+                band.multiply(out, (chunks, parallel));
+            });
         });
-    });
+    }
+
+    /// The whole group into `out` (`[cog, oh·ow]`) with whole bands per chunk: each
+    /// chunk computes its bands (unroll, pack, multiply, all on its own thread and
+    /// cache) into a per-band block of a staging buffer, then the channel rows are
+    /// split again to copy the blocks into the output. Two hand-offs, not three per
+    /// band, and no band is shared between cores.
+    fn by_bands(&self, out: &mut [f32], (chunks, parallel): (usize, Parallel<'_>)) {
+        let [cog, _, _, _, _, _, oh, ow] = self.dims;
+        let (band, pixels) = (self.band, oh * ow);
+        let bands = oh.div_ceil(band);
+        let block = cog * band * ow;
+        let rows = |j: usize| j * band..oh.min((j + 1) * band);
+        with_buffer(&STAGED, bands * block, |staged| {
+            for_row_blocks(staged, [bands, block], chunks, parallel, &|range, piece| {
+                for (j, slot) in range.zip(piece.chunks_mut(block)) {
+                    let n = rows(j).len() * ow;
+                    self.band(rows(j), (&mut slot[..cog * n], n, 0), (1, &serial));
+                }
+            });
+            let staged = &*staged;
+            for_row_blocks(out, [cog, pixels], chunks, parallel, &|channels, piece| {
+                for (ch, plane) in channels.zip(piece.chunks_mut(pixels)) {
+                    for j in 0..bands {
+                        let (rows, from) = (rows(j), j * block);
+                        let n = rows.len() * ow;
+                        let values = &staged[from + ch * n..][..n];
+                        plane[rows.start * ow..][..n].copy_from_slice(values);
+                    }
+                }
+            });
+        });
+    }
 }
 
 /// Packs the `k × n` row-major `col` into `packed` (`gemm::pack_b`'s panels), the
@@ -260,10 +360,12 @@ fn pack(
 
 /// Output rows unrolled at once: a band whose unrolled `k × rows·W_out` block stays
 /// within about half of a core's L2, so packing it reads from cache (at least one
-/// row).
+/// row), with the rows spread evenly over the bands that takes (so whole bands
+/// split evenly across threads).
 fn band_rows(k: usize, [oh, ow]: [usize; 2]) -> usize {
     const BAND_FLOATS: usize = 96 * 1024;
-    (BAND_FLOATS / k.saturating_mul(ow).max(1)).clamp(1, oh.max(1))
+    let most = (BAND_FLOATS / k.saturating_mul(ow).max(1)).clamp(1, oh.max(1));
+    oh.div_ceil(oh.div_ceil(most).max(1)).max(1)
 }
 
 /// One band of one channel group: `out[.., cols] += weights · B` where B is the

@@ -14,7 +14,7 @@ use rml_core::Shape;
 use rml_core::ops::conv::{ConvTranspose2dParams, conv_transpose2d_output_shape};
 use rml_kernels::gemm::{self, MatMut, MatRef};
 
-use super::conv::{ConvIo, ConvKind, for_each_image, with_buffer, with_scratch};
+use super::conv::{ConvIo, ConvKind, with_buffer, with_scratch};
 use super::par::{Parallel, for_row_blocks, gemm_chunks};
 
 thread_local! {
@@ -25,22 +25,19 @@ thread_local! {
 impl ConvKind for ConvTranspose2dParams {
     /// The output dims are rml-core's for these operands and parameters (so every
     /// parameter is valid).
-    fn fits(&self, io: &ConvIo<'_>, out_len: usize) -> bool {
-        let p = self;
+    fn dims_fit(&self, [x, w, out]: [[usize; 4]; 3], bias_len: Option<usize>) -> bool {
         let shape = |d: [usize; 4]| Shape::new(&d).ok();
-        let (Some(xs), Some(ws), Some(os)) = (shape(io.x.1), shape(io.w.1), shape(io.out)) else {
+        let (Some(xs), Some(ws), Some(os)) = (shape(x), shape(w), shape(out)) else {
             return false;
         };
-        let [_, cog, _, _] = io.w.1;
-        conv_transpose2d_output_shape(&xs, &ws, p).ok() == Some(os)
-            && io.x.0.len() == xs.numel()
-            && io.w.0.len() == ws.numel()
-            && io.bias.is_none_or(|b| b.len() == cog * p.groups)
-            && out_len == os.numel()
+        conv_transpose2d_output_shape(&xs, &ws, self).ok() == Some(os)
+            && bias_len.is_none_or(|b| b == w[1] * self.groups)
     }
 
-    /// Units are the output channels of all images; [`ConvKind::run`] keeps the
-    /// GEMM row split off the small-M path itself (`usize::MAX` rows per unit).
+    /// Units are the output channels of all images;
+    /// [`ConvKind::image_chunks`] keeps the GEMM row split off the small-M path
+    /// (`usize::MAX` rows per unit). The work is counted as `C_in/g` multiply-adds
+    /// per output element (exact when the stride equals the kernel size).
     fn split(&self, io: &ConvIo<'_>) -> (usize, usize, usize) {
         let work = io.out.iter().product::<usize>();
         let [_, cog, _, _] = io.w.1;
@@ -51,20 +48,16 @@ impl ConvKind for ConvTranspose2dParams {
         )
     }
 
-    /// Whole images split into `chunks` pieces when there are at least as many
-    /// images as chunks (each image computed as on one thread); else each group's
-    /// output channels, in chunks of more than `SMALL_M` GEMM rows
-    /// ([`gemm_chunks`]: every row on the GEMM's blocked path, so the same bits).
-    fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
+    /// Each group's output channels split into chunks of more than `SMALL_M` GEMM
+    /// rows ([`gemm_chunks`]: every row on the GEMM's blocked path, so the same
+    /// bits), at most `chunks`.
+    fn image_chunks(&self, io: &ConvIo<'_>, chunks: usize) -> usize {
         let [_, cog, kh, kw] = io.w.1;
-        let inner = gemm_chunks(chunks, cog, kh * kw);
-        for_each_image(
-            io,
-            out,
-            (chunks, parallel),
-            inner,
-            &|b, image_out, split| image(self, io, b, image_out, split),
-        );
+        gemm_chunks(chunks, cog, kh * kw)
+    }
+
+    fn image(&self, io: &ConvIo<'_>, b: usize, out: &mut [f32], split: (usize, Parallel<'_>)) {
+        image(self, io, b, out, split);
     }
 }
 

@@ -18,7 +18,6 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rml_core::ops::conv::Conv2dParams;
 use rml_core::{DType, Shape, TensorView, TensorViewMut};
 
 use super::arena::{BufferPool, MAX_IO, split};
@@ -27,7 +26,7 @@ use super::batch_norm::{ChannelParams, batch_norm};
 use super::batched_matmul::{Split, matmul};
 use super::buffer::{Buffer, DenseTensor};
 use super::constants::ConstantValues;
-use super::conv::{self, ConvIo, ConvKind};
+use super::conv::{ConvIo, ConvKind};
 use super::error::{GraphError, Site};
 use super::fold_bn::fold_batch_norms;
 use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
@@ -413,9 +412,9 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// The `conv2d` node `node` (a [`StepKind::Conv`]) reading `x` and writing
-    /// `out` at this plan's shapes; an error naming the node when its shapes do not
-    /// fit the convolution (shape inference rules that out).
+    /// The `conv2d` or `conv_transpose2d` node `node` (a [`StepKind::Conv`])
+    /// reading `x` and writing `out` at this plan's shapes; an error naming the node
+    /// when its shapes do not fit the convolution (shape inference rules that out).
     fn conv_rows(&self, node: usize, x: ValueId, out: ValueId) -> Result<ConvRows<'_>, GraphError> {
         let n = &self.graph.nodes[node];
         let w = n.inputs.get(1).copied().flatten();
@@ -430,9 +429,14 @@ impl Ctx<'_> {
             .copied()
             .flatten()
             .map(|b| self.plan.shapes[b].numel());
-        match (&n.op, weight, dims(x), dims(out)) {
-            (Op::Conv2d(p), Some(w), Some(x_dims), Some(out_dims))
-                if conv::dims_fit(p, [x_dims, w.1, out_dims], bias_len) =>
+        let p: Option<&dyn ConvKind> = match &n.op {
+            Op::Conv2d(p) => Some(p),
+            Op::ConvTranspose2d(p) => Some(p),
+            _ => None,
+        };
+        match (p, weight, dims(x), dims(out)) {
+            (Some(p), Some(w), Some(x_dims), Some(out_dims))
+                if p.dims_fit([x_dims, w.1, out_dims], bias_len) =>
             {
                 Ok(ConvRows {
                     p,
@@ -549,14 +553,16 @@ impl Ctx<'_> {
         let work = match g.map(|g| &g.rows) {
             Some(Rows::Gemm(gemm)) => Cost::Fma(n.saturating_mul(gemm.k)).ps() + program,
             Some(Rows::Norm { .. }) => Cost::RowElements(n).ps() + program,
-            Some(Rows::Conv(conv)) => Cost::Fma(n.saturating_mul(conv.k())).ps() + program,
+            Some(Rows::Conv(conv)) => Cost::Fma(conv.work()).ps() + program,
             None => program,
         };
         let work = Cost::Ps(work);
         let chunks = self.chunks(units, work);
         // A convolution on one chunk may split its output-channel rows instead.
         let inner = match g.map(|g| &g.rows) {
-            Some(Rows::Conv(conv)) if chunks == 1 => self.chunks(conv.channel_rows(), work),
+            Some(Rows::Conv(conv)) if chunks == 1 => {
+                conv.image_chunks(self.chunks(conv.channel_rows(), work))
+            }
             _ => 1,
         };
         let body = |outs: &mut [DataMut<'_>], first: usize, scratch: &mut [f32]| match (g, xs) {
@@ -1085,13 +1091,14 @@ enum Rows<'a> {
         cols: usize,
         staged: bool,
     },
-    /// The `conv2d`.
+    /// The `conv2d` or `conv_transpose2d`.
     Conv(ConvRows<'a>),
 }
 
-/// A `conv2d` with a constant weight, run image by image (`graph/conv.rs`).
+/// A `conv2d` or `conv_transpose2d` with a constant weight, run image by image
+/// (`graph/conv.rs`, `graph/conv_transpose.rs`).
 struct ConvRows<'a> {
-    p: &'a Conv2dParams,
+    p: &'a dyn ConvKind,
     /// The weight and its dims.
     w: (&'a [f32], [usize; 4]),
     x_dims: [usize; 4],
@@ -1100,29 +1107,42 @@ struct ConvRows<'a> {
     pool: &'a ThreadPool,
 }
 
-impl ConvRows<'_> {
-    /// The GEMM's inner size, `C_in/g · kh · kw`.
-    fn k(&self) -> usize {
-        let [_, cig, kh, kw] = self.w.1;
-        cig * kh * kw
-    }
-
-    /// One channel group's output channels (the rows an image's GEMM splits).
-    fn channel_rows(&self) -> usize {
-        self.out[1] / self.p.groups.max(1)
-    }
-
-    /// Image `b` of the convolution of `x` into `out`, its rows split into
-    /// `chunks` pieces.
-    fn image(&self, x: &[f32], bias: Option<&[f32]>, b: usize, out: &mut [f32], chunks: usize) {
-        let io = ConvIo {
+impl<'a> ConvRows<'a> {
+    /// The convolution's operands with input data `x` and `bias`.
+    fn io<'b>(&self, x: &'b [f32], bias: Option<&'b [f32]>) -> ConvIo<'b>
+    where
+        'a: 'b,
+    {
+        ConvIo {
             x: (x, self.x_dims),
             w: self.w,
             bias,
             out: self.out,
-        };
+        }
+    }
+
+    /// The whole step's multiply-adds ([`ConvKind::split`] reads dims and weight
+    /// alone).
+    fn work(&self) -> usize {
+        self.p.split(&self.io(&[], None)).2
+    }
+
+    /// One channel group's output channels (the rows an image's GEMM splits).
+    fn channel_rows(&self) -> usize {
+        self.p.split(&self.io(&[], None)).0 / self.out[0].max(1)
+    }
+
+    /// Pieces an image's work is split into when `chunks` are wanted.
+    fn image_chunks(&self, chunks: usize) -> usize {
+        self.p.image_chunks(&self.io(&[], None), chunks)
+    }
+
+    /// Image `b` of the convolution of `x` into `out`, its work split into
+    /// `chunks` pieces.
+    fn image(&self, x: &[f32], bias: Option<&[f32]>, b: usize, out: &mut [f32], chunks: usize) {
+        let io = self.io(x, bias);
         let parallel = |n: usize, f: &(dyn Fn(usize) + Sync)| self.pool.run_team(n, f);
-        conv::image(self.p, &io, b, out, (chunks, &parallel));
+        self.p.image(&io, b, out, (chunks, &parallel));
     }
 }
 

@@ -72,7 +72,8 @@ pub enum StepKind {
         epilogue: Program,
     },
     /// The f32 `conv2d` node `node` with a constant weight (im2col + packed GEMM,
-    /// `graph/conv.rs`), with the fused program that reads its output as an
+    /// `graph/conv.rs`) or `conv_transpose2d` (GEMM + col2im,
+    /// `graph/conv_transpose.rs`), with the fused program that reads its output as an
     /// epilogue run on each image's output while it is in cache (epilogue fusion:
     /// activation, residual add; only formed with fusion on).
     Conv {
@@ -498,11 +499,11 @@ fn attach_conv_epilogue(
     true
 }
 
-/// A `conv2d` on F32 with a constant rank-4 F32 weight (and an F32 bias, if
-/// any) reading a non-constant input: a [`StepKind::Conv`].
+/// A `conv2d` or `conv_transpose2d` on F32 with a constant rank-4 F32 weight (and
+/// an F32 bias, if any) reading a non-constant input: a [`StepKind::Conv`].
 fn conv_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKind> {
     let n = &graph.nodes[node];
-    let Op::Conv2d(_) = n.op else {
+    let (Op::Conv2d(_) | Op::ConvTranspose2d(_)) = n.op else {
         return None;
     };
     let f32 = |v: ValueId| graph.values[v].ty.dtype == DType::F32;
