@@ -599,22 +599,7 @@ fn conv2d_runs_the_program_after_it_as_its_epilogue() {
         // Fusion on (the epilogue) and off (a conv step, then a program), 1-3
         // threads with every step split: bit for bit.
         let got = &exec_all(&g, &constants, &[x, r.clone()])[0];
-        let terms = ci * 9 + 1;
-        let gamma = terms as f64 * UNIT_ROUNDOFF / (1.0 - terms as f64 * UNIT_ROUNDOFF);
-        for (i, ((&g, &(v, mag)), &r)) in got.iter().zip(&direct).zip(&f32s(&r.data)).enumerate() {
-            // The convolution's bound carried through SiLU (slope at most 1.1), the
-            // kernel's SiLU bound and the add's rounding.
-            let silu = v / (1.0 + (-v).exp());
-            let want = silu + f64::from(r);
-            let conv = gamma * mag + f64::from(f32::EPSILON) * v.abs();
-            let tol = 1.1 * conv
-                + (math::SILU_MAX_ULP + 1.0) * f64::from(f32::EPSILON) * silu.abs()
-                + f64::from(f32::EPSILON) * want.abs();
-            assert!(
-                (f64::from(g) - want).abs() <= tol,
-                "{n} images, element {i}: {g} vs {want} (bound {tol})"
-            );
-        }
+        exec_support::assert_silu_residual(got, &direct, &f32s(&r.data), ci * 9 + 1, n);
     }
 }
 

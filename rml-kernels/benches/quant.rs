@@ -40,6 +40,9 @@ use rml_kernels::rml_core::DType;
 
 mod common;
 use common::{cpu_clock, thread_cpu_ns, time_iters};
+#[path = "common/quant_blocks.rs"]
+mod quant_blocks;
+use quant_blocks::{Rng, activations, random_blocks};
 
 const TYPES: [DType; 10] = [
     DType::Q4_0,
@@ -53,53 +56,6 @@ const TYPES: [DType; 10] = [
     DType::Q3K,
     DType::Q5K,
 ];
-
-/// Byte offsets of the f16 scale fields in each block type.
-fn f16_fields(t: DType) -> &'static [usize] {
-    match t {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
-        DType::Q4_1 | DType::Q5_1 => &[0, 2],
-        DType::Q2K => &[80, 82],
-        DType::Q3K => &[108],
-        DType::Q4K | DType::Q5K => &[0, 2],
-        DType::Q6K => &[208],
-        _ => &[],
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-fn random_blocks(t: DType, elements: usize, rng: &mut Rng) -> Vec<u8> {
-    let mut b: Vec<u8> = (0..t.storage_bytes(elements).unwrap())
-        .map(|_| rng.next() as u8)
-        .collect();
-    let bs = t.type_size();
-    for block in b.chunks_exact_mut(bs) {
-        for &off in f16_fields(t) {
-            let v = half::f16::from_f32(0.001 + (rng.next() % 1000) as f32 * 1e-5);
-            block[off..off + 2].copy_from_slice(&v.to_le_bytes());
-        }
-    }
-    b
-}
-
-fn activations(t: DType, k: usize, rng: &mut Rng) -> Vec<u8> {
-    let act = kq::vec_dot_type(t).unwrap();
-    let x: Vec<f32> = (0..k)
-        .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
-        .collect();
-    let mut a = vec![0u8; act.storage_bytes(k).unwrap()];
-    kq::quantize_act(act, &x, &mut a).unwrap();
-    a
-}
 
 /// Times `iters` runs of `f(run, 0)` and `f(run, 1)` on two threads (the second a
 /// scoped thread spawned once per sample, each thread running its `iters` parts back

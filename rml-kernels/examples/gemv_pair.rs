@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 use rml_kernels::quant as kq;
 use rml_kernels::rml_core::DType;
 
+#[path = "../benches/common/quant_blocks.rs"]
+mod quant_blocks;
+use quant_blocks::{Rng, activations, random_blocks};
+
 /// Voluntary plus involuntary context switches of this thread so far.
 fn switches() -> u64 {
     let s = std::fs::read_to_string("/proc/thread-self/status").expect("Linux /proc");
@@ -29,37 +33,6 @@ fn switches() -> u64 {
         .filter(|l| l.contains("ctxt_switches"))
         .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         .sum()
-}
-
-/// Xorshift generator for the random weights.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-/// `e` random weights of `t` as blocks with small finite f16 scales.
-fn blocks(t: DType, e: usize, rng: &mut Rng) -> Vec<u8> {
-    let mut b: Vec<u8> = (0..t.storage_bytes(e).unwrap())
-        .map(|_| rng.next() as u8)
-        .collect();
-    let offs: &[usize] = match t {
-        DType::Q4K => &[0, 2],
-        DType::Q6K => &[208],
-        _ => &[0],
-    };
-    for bl in b.chunks_exact_mut(t.type_size()) {
-        for &o in offs {
-            let v = half::f16::from_f32(0.001 + (rng.next() % 1000) as f32 * 1e-5);
-            bl[o..o + 2].copy_from_slice(&v.to_le_bytes());
-        }
-    }
-    b
 }
 
 /// Sum of the u64 words of `b`, read as `streams` equal parts advancing together.
@@ -122,7 +95,7 @@ fn main() {
     let streams: usize = what.strip_prefix("read").map_or(0, |s| s.parse().unwrap());
     let (calls, total) = (env("CALLS", 1000), env("TOTAL_MB", 192) << 20);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let one = blocks(t, n * k, &mut rng);
+    let one = random_blocks(t, n * k, &mut rng);
     let copies = total / one.len() + 1;
     let mats: Vec<Vec<u8>> = (0..copies)
         .map(|i| {
@@ -131,12 +104,7 @@ fn main() {
             m
         })
         .collect();
-    let act = kq::vec_dot_type(t).unwrap();
-    let x: Vec<f32> = (0..k)
-        .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
-        .collect();
-    let mut a = vec![0u8; act.storage_bytes(k).unwrap()];
-    kq::quantize_act(act, &x, &mut a).unwrap();
+    let a = activations(t, k, &mut rng);
     let run = |rows: Range<usize>, m: &[u8], out: &mut [f32]| {
         if streams > 0 {
             let rb = m.len() / n;

@@ -393,3 +393,31 @@ pub fn assert_bn_folded(
         }
     }
 }
+
+/// Checks `got` = `silu(conv) + residual` element by element, where `(v, m)` in
+/// `direct` are the exact convolution and its `Σ|x·w| + |b|`: within the GEMM's bound
+/// for `terms` rounded operations carried through SiLU (slope at most 1.1), plus the
+/// SiLU kernel's bound and the add's rounding. `n` (images) names the case.
+pub fn assert_silu_residual(
+    got: &[f32],
+    direct: &[(f64, f64)],
+    residual: &[f32],
+    terms: usize,
+    n: usize,
+) {
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let gamma = terms as f64 * u / (1.0 - terms as f64 * u);
+    assert_eq!(got.len(), direct.len());
+    for (i, ((&g, &(v, mag)), &r)) in got.iter().zip(direct).zip(residual).enumerate() {
+        let silu = v / (1.0 + (-v).exp());
+        let want = silu + f64::from(r);
+        let conv = gamma * mag + f64::from(f32::EPSILON) * v.abs();
+        let tol = 1.1 * conv
+            + (rml_kernels::math::SILU_MAX_ULP + 1.0) * f64::from(f32::EPSILON) * silu.abs()
+            + f64::from(f32::EPSILON) * want.abs();
+        assert!(
+            (f64::from(g) - want).abs() <= tol,
+            "{n} images, element {i}: {g} vs {want} (bound {tol})"
+        );
+    }
+}
