@@ -42,7 +42,7 @@ mod common;
 use common::{cpu_clock, thread_cpu_ns, time_iters};
 #[path = "common/quant_blocks.rs"]
 mod quant_blocks;
-use quant_blocks::{Rng, activations, random_blocks};
+use quant_blocks::{Rng, activations, copies_beyond, random_blocks};
 
 const TYPES: [DType; 10] = [
     DType::Q4_0,
@@ -133,14 +133,8 @@ fn gemv(c: &mut Criterion) {
     for (n, k) in [(4096usize, 4096usize), (5632, 2048)] {
         for t in TYPES {
             let one = random_blocks(t, n * k, &mut rng);
-            let copies = (96 << 20) / one.len() + 1;
-            let mats: Vec<Vec<u8>> = (0..copies)
-                .map(|i| {
-                    let mut m = one.clone();
-                    m[0] ^= i as u8;
-                    m
-                })
-                .collect();
+            let mats = copies_beyond(&one, 96 << 20);
+            let copies = mats.len();
             let a = activations(t, k, &mut rng);
             g.throughput(Throughput::Bytes(one.len() as u64));
             let name = format!("{}_{n}x{k}", t.name());

@@ -24,7 +24,7 @@ use rml_kernels::rml_core::DType;
 
 #[path = "../benches/common/quant_blocks.rs"]
 mod quant_blocks;
-use quant_blocks::{Rng, activations, random_blocks};
+use quant_blocks::{Rng, activations, copies_beyond, random_blocks};
 
 /// Voluntary plus involuntary context switches of this thread so far.
 fn switches() -> u64 {
@@ -96,14 +96,8 @@ fn main() {
     let (calls, total) = (env("CALLS", 1000), env("TOTAL_MB", 192) << 20);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let one = random_blocks(t, n * k, &mut rng);
-    let copies = total / one.len() + 1;
-    let mats: Vec<Vec<u8>> = (0..copies)
-        .map(|i| {
-            let mut m = one.clone();
-            m[0] ^= i as u8;
-            m
-        })
-        .collect();
+    let mats = copies_beyond(&one, total);
+    let copies = mats.len();
     let a = activations(t, k, &mut rng);
     let run = |rows: Range<usize>, m: &[u8], out: &mut [f32]| {
         if streams > 0 {

@@ -55,3 +55,15 @@ pub fn activations(t: DType, k: usize, rng: &mut Rng) -> Vec<u8> {
     kq::quantize_act(act, &x, &mut a).unwrap();
     a
 }
+
+/// Copies of `one` (each with a different first byte) until they hold more than `total`
+/// bytes, to cycle through so the weights stream from DRAM rather than the L3.
+pub fn copies_beyond(one: &[u8], total: usize) -> Vec<Vec<u8>> {
+    (0..total / one.len() + 1)
+        .map(|i| {
+            let mut m = one.to_vec();
+            m[0] ^= i as u8;
+            m
+        })
+        .collect()
+}
