@@ -121,6 +121,34 @@ fn bench_prints_json_and_the_table() {
 }
 
 #[test]
+fn bench_runs_its_tests_after_depth_tokens() {
+    let args = ["bench", "-p", "8", "-n", "4", "-d", "0,200", "-r", "1"];
+    let (ok, stdout, stderr) = run(&[&args[..], &["--cache-type", "f16", "-o", "json"]].concat());
+    assert!(ok, "{stderr}");
+    let tests: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<(&str, u64)> = tests
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["test"].as_str().unwrap(), t["n_depth"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("pp8", 0),
+            ("tg4", 0),
+            ("pp8 @ d200", 200),
+            ("tg4 @ d200", 200)
+        ]
+    );
+    // 200 earlier tokens and a 64-token test overflow the 256-position context.
+    let (ok, _, stderr) = run(&["bench", "-p", "64", "-n", "0", "-d", "200"]);
+    assert_one_error_line(ok, &stderr, "after 200 in the cache");
+    let (ok, _, stderr) = run(&["bench", "--cache-type", "q8"]);
+    assert!(!ok && stderr.contains("q8"), "{stderr}");
+}
+
+#[test]
 fn chat_commands_and_bad_lines_keep_the_repl_going() {
     let question = b"What does the with statement do?\n";
     let (ok, once, _) = chat(question);

@@ -1,9 +1,9 @@
 //! `rml-llm bench`: prompt-processing (`ppN`) and generation (`tgN`) speed in
 //! llama-bench's table layout, so the two can be compared side by side.
 //!
-//! As in llama-bench, each test starts from an empty cache and runs random tokens:
-//! `ppN` runs N tokens in batches of at most `--batch`, `tgN` runs N one-token
-//! decode steps. One untimed warm-up run precedes `--repetitions` timed ones; the
+//! As in llama-bench, each test runs random tokens on a cache that holds `--n-depth`
+//! earlier random tokens (empty by default; filling it is not timed): `ppN` runs N
+//! tokens in batches of at most `--batch`, `tgN` runs N one-token decode steps. One untimed warm-up run precedes `--repetitions` timed ones; the
 //! table shows the median tokens/s ± the standard deviation, `--output json` every
 //! figure (median, mean, stddev, min, max and the samples).
 
@@ -16,7 +16,7 @@ use rml_core::random::Philox4x64Stream;
 use rml_core::random::distributions::uniform_below;
 use rml_host::ThreadPool;
 use rml_host::formats::gguf::GgufFile;
-use rml_llm::{Logits, Model};
+use rml_llm::{KvDtype, Logits, Model};
 
 use super::{is_gguf, resolve_model};
 
@@ -49,9 +49,34 @@ pub struct BenchCommand {
     /// The most tokens one prompt-processing call runs.
     #[arg(short = 'b', long, default_value_t = 512)]
     batch: usize,
+    /// Tokens already in the cache when each test starts (comma-separated), as
+    /// llama-bench's `-d`: decode speed after a long prompt.
+    #[arg(short = 'd', long, value_delimiter = ',', default_value = "0")]
+    n_depth: Vec<usize>,
+    /// Element type of the key/value cache.
+    #[arg(long, value_enum, default_value = "f32")]
+    cache_type: CacheType,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "md")]
     output: Output,
+}
+
+/// The key/value cache's element type, as `--cache-type` names it.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CacheType {
+    /// 4 bytes per value.
+    F32,
+    /// 2 bytes per value, as llama.cpp's default cache.
+    F16,
+}
+
+impl CacheType {
+    fn dtype(self) -> KvDtype {
+        match self {
+            CacheType::F32 => KvDtype::F32,
+            CacheType::F16 => KvDtype::F16,
+        }
+    }
 }
 
 /// One test's figures.
@@ -59,6 +84,7 @@ struct Measured {
     threads: usize,
     test: String,
     tokens: usize,
+    depth: usize,
     samples: Vec<f64>,
 }
 
@@ -106,10 +132,12 @@ impl BenchCommand {
         // Random token ids: the model alone, no tokenizer needed.
         let model = Model::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let context = model.config().max_positions;
-        for &n in self.n_prompt.iter().chain(&self.n_gen) {
-            if n > context {
+        let deepest = self.n_depth.iter().copied().max().unwrap_or(0);
+        for &n in self.n_prompt.iter().chain(&self.n_gen).filter(|&&n| n > 0) {
+            if n + deepest > context {
                 return Err(format!(
-                    "a test of {n} tokens does not fit the model's context of {context} positions"
+                    "a test of {n} tokens after {deepest} in the cache does not fit the \
+                     model's context of {context} positions"
                 ));
             }
         }
@@ -119,23 +147,30 @@ impl BenchCommand {
                 .then(|| ThreadPool::new(threads).map(Arc::new))
                 .transpose()
                 .map_err(|e| e.to_string())?;
-            for &n in self.n_prompt.iter().filter(|&&n| n > 0) {
-                let samples = self.repeat(|| time_prompt(&model, n, self.batch, &pool))?;
-                results.push(Measured {
-                    threads,
-                    test: format!("pp{n}"),
-                    tokens: n,
-                    samples,
-                });
-            }
-            for &n in self.n_gen.iter().filter(|&&n| n > 0) {
-                let samples = self.repeat(|| time_generation(&model, n, &pool))?;
-                results.push(Measured {
-                    threads,
-                    test: format!("tg{n}"),
-                    tokens: n,
-                    samples,
-                });
+            for &depth in &self.n_depth {
+                let tests = self.n_prompt.iter().map(|&n| (Test::Prompt, n));
+                let tests = tests.chain(self.n_gen.iter().map(|&n| (Test::Generation, n)));
+                for (test, n) in tests.filter(|&(_, n)| n > 0) {
+                    let run = Run {
+                        model: &model,
+                        pool: &pool,
+                        depth,
+                        batch: self.batch,
+                        dtype: self.cache_type.dtype(),
+                    };
+                    let samples = self.repeat(|| run.time(test, n))?;
+                    let name = format!("{}{n}", test.prefix());
+                    results.push(Measured {
+                        threads,
+                        test: match depth {
+                            0 => name,
+                            d => format!("{name} @ d{d}"),
+                        },
+                        tokens: n,
+                        depth,
+                        samples,
+                    });
+                }
             }
         }
         let desc = describe_model(&path, &model);
@@ -167,45 +202,63 @@ fn random_tokens(model: &Model, n: usize) -> Vec<u32> {
         .collect()
 }
 
-/// Seconds to process an `n`-token prompt in batches of `batch`.
-fn time_prompt(
-    model: &Model,
-    n: usize,
-    batch: usize,
-    pool: &Option<Arc<ThreadPool>>,
-) -> Result<(f64, usize), String> {
-    let tokens = random_tokens(model, n);
-    let mut cache = model.new_cache(n);
-    let mut ws = model
-        .workspace(batch.min(n), n)
-        .map_err(|e| e.to_string())?;
-    ws.set_pool(pool.clone());
-    let start = Instant::now();
-    for chunk in tokens.chunks(batch) {
-        model
-            .forward_with(chunk, &mut cache, &mut ws, Logits::Last)
-            .map_err(|e| e.to_string())?;
-    }
-    Ok((start.elapsed().as_secs_f64(), n))
+/// The two kinds of test.
+#[derive(Clone, Copy)]
+enum Test {
+    /// `ppN`: N tokens in calls of at most `--batch`.
+    Prompt,
+    /// `tgN`: N one-token decode steps.
+    Generation,
 }
 
-/// Seconds for `n` one-token decode steps from an empty cache.
-fn time_generation(
-    model: &Model,
-    n: usize,
-    pool: &Option<Arc<ThreadPool>>,
-) -> Result<(f64, usize), String> {
-    let tokens = random_tokens(model, n);
-    let mut cache = model.new_cache(n);
-    let mut ws = model.workspace(1, n).map_err(|e| e.to_string())?;
-    ws.set_pool(pool.clone());
-    let start = Instant::now();
-    for t in &tokens {
-        model
-            .forward_with(std::slice::from_ref(t), &mut cache, &mut ws, Logits::Last)
-            .map_err(|e| e.to_string())?;
+impl Test {
+    fn prefix(self) -> &'static str {
+        match self {
+            Test::Prompt => "pp",
+            Test::Generation => "tg",
+        }
     }
-    Ok((start.elapsed().as_secs_f64(), n))
+}
+
+/// What every timed run of one cell shares.
+struct Run<'a> {
+    model: &'a Model,
+    pool: &'a Option<Arc<ThreadPool>>,
+    depth: usize,
+    batch: usize,
+    dtype: KvDtype,
+}
+
+impl Run<'_> {
+    /// Seconds for `test` over `n` random tokens after `depth` untimed ones.
+    fn time(&self, test: Test, n: usize) -> Result<(f64, usize), String> {
+        let model = self.model;
+        let err = |e: rml_llm::Error| e.to_string();
+        let capacity = self.depth + n;
+        let rows = match test {
+            Test::Prompt => n.min(self.batch),
+            Test::Generation => 1,
+        };
+        let mut cache = model.new_cache_with(capacity, self.dtype);
+        let mut ws = model
+            .workspace(rows.max(self.depth.min(self.batch)), capacity)
+            .map_err(err)?;
+        ws.set_pool(self.pool.clone());
+        let tokens = random_tokens(model, capacity);
+        let (earlier, timed) = tokens.split_at(self.depth);
+        for chunk in earlier.chunks(self.batch) {
+            model
+                .forward_with(chunk, &mut cache, &mut ws, Logits::Last)
+                .map_err(err)?;
+        }
+        let start = Instant::now();
+        for chunk in timed.chunks(rows) {
+            model
+                .forward_with(chunk, &mut cache, &mut ws, Logits::Last)
+                .map_err(err)?;
+        }
+        Ok((start.elapsed().as_secs_f64(), n))
+    }
 }
 
 /// The model column values: name, file size, parameter count.
@@ -277,6 +330,7 @@ fn print_json(m: &ModelDesc, results: &[Measured]) {
                 "n_threads": r.threads,
                 "test": r.test,
                 "n_tokens": r.tokens,
+                "n_depth": r.depth,
                 "median_ts": r.median(),
                 "avg_ts": r.mean(),
                 "stddev_ts": r.stddev(),
