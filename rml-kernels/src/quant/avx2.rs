@@ -811,15 +811,21 @@ unsafe fn gemv_q4_k(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut 
     );
 }
 
-/// The `vpshufb` masks that spread scale `j` of [`q4_k_block_with`]'s `sc` (eight
-/// i16) over every lane, `j` in 0..8, hidden from the optimizer (`black_box`, once per
-/// call): seen as constants, LLVM turns each shuffle into a shift and a `vpbroadcastw`,
-/// two µops instead of one.
+/// The `vpshufb` masks of [`q4_k_block_with`]: mask `j` (0..8) spreads byte `j` of
+/// a register holding the eight scale bytes in every 64-bit lane over every i16 lane
+/// (zero-extended); mask 8 spreads the eight min bytes the same way in pairs, min `j`
+/// in i16 lanes `2j` and `2j + 1`. Hidden from the optimizer (`black_box`, once per
+/// call): seen as constants, LLVM rewrites such shuffles into two µops (a shift and
+/// a `vpbroadcastw`) instead of one.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn k4_scale_masks() -> [__m256i; 8] {
-    core::hint::black_box(core::array::from_fn(|j| {
-        _mm256_set1_epi16((((2 * j + 1) << 8) | (2 * j)) as i16)
+fn k4_scale_masks() -> [__m256i; 9] {
+    let pick = |j: usize| (0x8000 | j) as u16 as i16;
+    let pairs: [i16; 16] = core::array::from_fn(|l| pick(l / 2));
+    core::hint::black_box(core::array::from_fn(|j| match j {
+        0..8 => _mm256_set1_epi16(pick(j)),
+        // SAFETY: `pairs` is 32 readable bytes.
+        _ => unsafe { _mm256_loadu_si256(pairs.as_ptr().cast()) },
     }))
 }
 
@@ -831,7 +837,7 @@ unsafe fn q4_k_block(
     wb: *const u8,
     ab: *const u8,
     acc: (__m256, __m256),
-    masks: &[__m256i; 8],
+    masks: &[__m256i; 9],
 ) -> (__m256, __m256) {
     // SAFETY: forwarded from the caller.
     unsafe {
@@ -855,7 +861,7 @@ unsafe fn q4_k_block_with(
     wb: *const u8,
     ab: *const u8,
     (acc, acc_m): (__m256, __m256),
-    masks: &[__m256i; 8],
+    masks: &[__m256i; 9],
     dot_add: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
 ) -> (__m256, __m256) {
     // SAFETY: the caller guarantees the features and 144 readable bytes at `wb` and
@@ -866,12 +872,13 @@ unsafe fn q4_k_block_with(
         let d = _mm256_mul_ps(yd, f16x8(wb));
         let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
         let u = k4_scales_mins(wb.add(4));
-        let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
+        // The eight scale bytes and the eight min bytes, each in every 64-bit lane.
+        let sc = _mm256_set1_epi64x((u64::from(u[0]) | u64::from(u[1]) << 32) as i64);
+        let mn = _mm256_set1_epi64x((u64::from(u[2]) | u64::from(u[3]) << 32) as i64);
         // mins: Σ_j m_j · (bsum_2j + bsum_2j+1), with m_j spread over lane pairs.
-        let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+        let mins = _mm256_shuffle_epi8(mn, masks[8]);
         let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
         let acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
-        let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         let mut sumi = _mm256_setzero_si256();
         for c in 0..4 {
             let q = ld256(wb.add(16 + 32 * c));
