@@ -868,9 +868,12 @@ unsafe fn q4_k_block_with(
     // 292 at `ab`.
     unsafe {
         let m4 = _mm256_set1_epi8(0x0f);
-        let yd = _mm256_set1_ps(f32_at(ab));
-        let d = _mm256_mul_ps(yd, f16x8(wb));
-        let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
+        // d and dmin converted together (4 lanes: d, dmin, d, dmin), times the
+        // activation's scale, then each broadcast.
+        let dd = _mm_cvtph_ps(_mm_set1_epi32(u32_at(wb) as i32));
+        let dd = _mm_mul_ps(_mm_set1_ps(f32_at(ab)), dd);
+        let d = _mm256_broadcastss_ps(dd);
+        let dmin = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_set1_epi32(1));
         let u = k4_scales_mins(wb.add(4));
         // The eight scale bytes and the eight min bytes, each in every 64-bit lane.
         let sc = _mm256_set1_epi64x((u64::from(u[0]) | u64::from(u[1]) << 32) as i64);
