@@ -39,7 +39,7 @@ type GemvRows = unsafe fn(*const u8, usize, *const u8, usize, &mut [f32]);
 /// rounding. Q8_0 runs [`gemv_q8_0`] (eight blocks per step) either way; streaming
 /// Q4_K and Q6_K run [`gemv_q4_k`] and [`gemv_q6_k`], or their AVX512-VNNI twins
 /// ([`gemv_q4_k_vnni`], [`gemv_q6_k_vnni`], bit for bit the same results) where the CPU
-/// has it. The streaming kernels keep four rows in flight ([`four_streams`]) with the
+/// has it (Q4_K's runs 512-bit vectors and needs AVX512BW too). The streaming kernels keep four rows in flight ([`four_streams`]) with the
 /// same per-row arithmetic as one row.
 pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cached: bool) -> bool {
     if !Isa::Avx2.is_supported() || out.is_empty() {
@@ -82,7 +82,7 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cache
     let rows_kernel: Option<GemvRows> = match weight {
         DType::Q8_0 => Some(gemv_q8_0),
         _ if cached => None,
-        DType::Q4K if super::gemm_avx2::vnni::supported() => Some(gemv_q4_k_vnni),
+        DType::Q4K if vnni512_supported() => Some(gemv_q4_k_vnni),
         DType::Q4K => Some(gemv_q4_k),
         DType::Q6K if super::gemm_avx2::vnni::supported() => Some(gemv_q6_k_vnni),
         DType::Q6K => Some(gemv_q6_k),
@@ -121,6 +121,25 @@ pub(super) fn rows_dot(weight: DType, w: &[u8], a: &[u8], out: &mut [f32], cache
         *o = unsafe { kernel(w.as_ptr().add(i * rb), a.as_ptr(), nb) };
     }
     true
+}
+
+/// True when the CPU has what [`gemv_q4_k_vnni`] needs: AVX512-VNNI/VL (as the
+/// 256-bit VNNI kernels) and AVX512BW for its 512-bit byte operations.
+fn vnni512_supported() -> bool {
+    super::gemm_avx2::vnni::supported() && avx512bw()
+}
+
+/// AVX512BW (with AVX512F) on this CPU.
+#[cfg(feature = "std")]
+fn avx512bw() -> bool {
+    !cfg!(miri) && std::is_x86_feature_detected!("avx512bw")
+}
+
+/// AVX512BW (with AVX512F) in the build's target features (no run-time detection
+/// without `std`).
+#[cfg(not(feature = "std"))]
+fn avx512bw() -> bool {
+    cfg!(target_feature = "avx512bw")
 }
 
 /// Q4_0 · Q8_0 for `R` (1..=4) rows `rb` bytes apart, sharing each activation block:
@@ -811,102 +830,169 @@ unsafe fn gemv_q4_k(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut 
     );
 }
 
-/// The `vpshufb` masks that spread scale `j` of [`q4_k_block_with`]'s `sc` (eight
-/// i16) over every lane, `j` in 0..8, hidden from the optimizer (`black_box`, once per
-/// call): seen as constants, LLVM turns each shuffle into a shift and a `vpbroadcastw`,
-/// two µops instead of one.
+/// The `vpshufb` masks of [`q4_k_block_with`]: mask `j` (0..8) spreads byte `j` of
+/// a register holding the eight scale bytes in every 64-bit lane over every i16 lane
+/// (zero-extended); mask 8 spreads the eight min bytes the same way in pairs, min `j`
+/// in i16 lanes `2j` and `2j + 1`. Hidden from the optimizer (`black_box`, once per
+/// call): seen as constants, LLVM rewrites such shuffles into two µops (a shift and
+/// a `vpbroadcastw`) instead of one.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn k4_scale_masks() -> [__m256i; 8] {
-    core::hint::black_box(core::array::from_fn(|j| {
-        _mm256_set1_epi16((((2 * j + 1) << 8) | (2 * j)) as i16)
+fn k4_scale_masks() -> [__m256i; 9] {
+    let pick = |j: usize| (0x8000 | j) as u16 as i16;
+    let pairs: [i16; 16] = core::array::from_fn(|l| pick(l / 2));
+    core::hint::black_box(core::array::from_fn(|j| match j {
+        0..8 => _mm256_set1_epi16(pick(j)),
+        // SAFETY: `pairs` is 32 readable bytes.
+        _ => unsafe { _mm256_loadu_si256(pairs.as_ptr().cast()) },
     }))
 }
 
 /// One Q4_K super-block at `wb` · its Q8_K block at `ab` on AVX2: [`q4_k_block_with`]
-/// adding each sub-block's scaled pair sums with `madd` and `add`.
+/// with each 32-element sub-block's scale spread by one `vpshufb` and its pair sums
+/// added with `madd` and `add`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k_block(
     wb: *const u8,
     ab: *const u8,
     acc: (__m256, __m256),
-    masks: &[__m256i; 8],
+    masks: &[__m256i; 9],
 ) -> (__m256, __m256) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        q4_k_block_with(wb, ab, acc, masks, |sumi, p, s| {
-            _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s))
+        q4_k_block_with(wb, ab, acc, masks[8], |scales| {
+            let (m4, sc) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi64x(scales));
+            let mut sumi = _mm256_setzero_si256();
+            for c in 0..4 {
+                let q = ld256(wb.add(16 + 32 * c));
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                let ylo = ld256(ab.add(Q8K_QS + 64 * c));
+                let yhi = ld256(ab.add(Q8K_QS + 64 * c + 32));
+                let s0 = _mm256_shuffle_epi8(sc, masks[2 * c]);
+                let s1 = _mm256_shuffle_epi8(sc, masks[2 * c + 1]);
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), s0);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), s1);
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            }
+            sumi
         })
     }
 }
 
 /// One Q4_K super-block at `wb` · its Q8_K block at `ab`: the scaled products added to
-/// `acc`, the min term (Σ_j m_j·bsum_j, times `dmin`) to `acc_m`. Each 32-element
-/// sub-block's `maddubs` pair sums `p` (i16) meet the sub-block's scale `s` (i16, every
-/// lane) in `dot_add(sumi, p, s)`, which returns `sumi + madd(p, s)`: the i32 lanes hold
-/// the same integers however it is computed, so every `dot_add` gives the same result.
+/// `acc`, the min term (Σ_j m_j·bsum_j, times `dmin`) to `acc_m`. `sub_sums(scales)`
+/// returns Σ over the eight sub-blocks of scale × `maddubs` pair sums, with `madd`'s
+/// i32 lanes (lane `k` holds bytes `4k..4k + 4` of every 32-byte sub-block), given the
+/// eight scale bytes as one i64: the lanes hold the same integers however they are
+/// computed, so every `sub_sums` gives the same result. `min_mask` is mask 8 of
+/// [`k4_scale_masks`].
 ///
 /// # Safety
-/// AVX2/FMA/F16C present, and whatever `dot_add` needs; 144 readable bytes at `wb`
+/// AVX2/FMA/F16C present, and whatever `sub_sums` needs; 144 readable bytes at `wb`
 /// and 292 at `ab`.
 #[inline(always)]
 unsafe fn q4_k_block_with(
     wb: *const u8,
     ab: *const u8,
     (acc, acc_m): (__m256, __m256),
-    masks: &[__m256i; 8],
-    dot_add: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+    min_mask: __m256i,
+    sub_sums: impl Fn(i64) -> __m256i,
 ) -> (__m256, __m256) {
     // SAFETY: the caller guarantees the features and 144 readable bytes at `wb` and
     // 292 at `ab`.
     unsafe {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let yd = _mm256_set1_ps(f32_at(ab));
-        let d = _mm256_mul_ps(yd, f16x8(wb));
-        let dmin = _mm256_mul_ps(yd, f16x8(wb.add(2)));
+        // d and dmin converted together (4 lanes: d, dmin, d, dmin), times the
+        // activation's scale, then each broadcast.
+        let dd = _mm_cvtph_ps(_mm_set1_epi32(u32_at(wb) as i32));
+        let dd = _mm_mul_ps(_mm_set1_ps(f32_at(ab)), dd);
+        let d = _mm256_broadcastss_ps(dd);
+        let dmin = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_set1_epi32(1));
         let u = k4_scales_mins(wb.add(4));
-        let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
+        // The eight min bytes in every 64-bit lane.
+        let mn = _mm256_set1_epi64x((u64::from(u[2]) | u64::from(u[3]) << 32) as i64);
         // mins: Σ_j m_j · (bsum_2j + bsum_2j+1), with m_j spread over lane pairs.
-        let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+        let mins = _mm256_shuffle_epi8(mn, min_mask);
         let msum = _mm256_madd_epi16(ld256(ab.add(Q8K_BSUMS)), mins);
         let acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
-        let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-        let mut sumi = _mm256_setzero_si256();
-        for c in 0..4 {
-            let q = ld256(wb.add(16 + 32 * c));
-            let lo = _mm256_and_si256(q, m4);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
-            let ylo = ld256(ab.add(Q8K_QS + 64 * c));
-            let yhi = ld256(ab.add(Q8K_QS + 64 * c + 32));
-            let s0 = _mm256_shuffle_epi8(sc, masks[2 * c]);
-            let s1 = _mm256_shuffle_epi8(sc, masks[2 * c + 1]);
-            sumi = dot_add(sumi, _mm256_maddubs_epi16(lo, ylo), s0);
-            sumi = dot_add(sumi, _mm256_maddubs_epi16(hi, yhi), s1);
-        }
+        let sumi = sub_sums((u64::from(u[0]) | u64::from(u[1]) << 32) as i64);
         (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), acc_m)
     }
 }
 
-/// Streaming Q4_K GEMV as [`gemv_q4_k`] on AVX512-VNNI/VL: each sub-block's scale
-/// product and add is one `vpdpwssd`, with the same i32 lanes (so the same results).
-#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+/// The `vpshufb` masks of [`q4_k_sub_sums_512`]: for the 64 quant bytes `p` (0..2),
+/// mask `2p` spreads scale byte `4p` over the low 256 bits and `4p + 2` over the high
+/// 256 (the low nibbles of 32-byte chunks `2p` and `2p + 1`, in i16 lanes,
+/// zero-extended), mask `2p + 1` bytes `4p + 1` and `4p + 3` (their high nibbles);
+/// hidden from the optimizer as in [`k4_scale_masks`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw")]
+fn k4_scale_masks_512() -> [__m512i; 4] {
+    let pick = |j: usize| (0x8000 | j) as u16 as i16;
+    core::hint::black_box(core::array::from_fn(|m| {
+        let j = 4 * (m / 2) + m % 2;
+        _mm512_inserti64x4::<1>(_mm512_set1_epi16(pick(j)), _mm256_set1_epi16(pick(j + 2)))
+    }))
+}
+
+/// The `sub_sums` of [`q4_k_block_with`] on AVX512-BW/VNNI: 64 quant bytes (two
+/// 32-byte chunks) per 512-bit step, each scale product and add one `vpdpwssd`, and
+/// the two 256-bit halves added at the end: the same i32 lanes as the AVX2 `madd`
+/// sums (both halves read whole 32-byte sub-blocks).
+///
+/// # Safety
+/// AVX512F/BW/VNNI present; 144 readable bytes at `wb` and 292 at `ab`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni")]
+unsafe fn q4_k_sub_sums_512(
+    wb: *const u8,
+    ab: *const u8,
+    scales: i64,
+    masks: &[__m512i; 4],
+) -> __m256i {
+    // SAFETY: the caller guarantees 144 readable bytes at `wb` and 292 at `ab`.
+    unsafe {
+        let (m4, sc) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi64(scales));
+        let ld2 = |a: *const u8, b: *const u8| {
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(ld256(a)), ld256(b))
+        };
+        let mut sumi = _mm512_setzero_si512();
+        for p in 0..2 {
+            let q = _mm512_loadu_si512(wb.add(16 + 64 * p).cast());
+            let lo = _mm512_and_si512(q, m4);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+            let y = ab.add(Q8K_QS + 128 * p);
+            let (ylo, yhi) = (ld2(y, y.add(64)), ld2(y.add(32), y.add(96)));
+            let s0 = _mm512_shuffle_epi8(sc, masks[2 * p]);
+            let s1 = _mm512_shuffle_epi8(sc, masks[2 * p + 1]);
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(lo, ylo), s0);
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi, yhi), s1);
+        }
+        _mm256_add_epi32(
+            _mm512_castsi512_si256(sumi),
+            _mm512_extracti64x4_epi64::<1>(sumi),
+        )
+    }
+}
+
+/// Streaming Q4_K GEMV as [`gemv_q4_k`] on AVX512-BW/VNNI ([`q4_k_sub_sums_512`]),
+/// with the same i32 lanes (so the same results).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
 unsafe fn gemv_q4_k_vnni(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
-    let masks = k4_scale_masks();
+    let min_mask = k4_scale_masks()[8];
+    let masks = k4_scale_masks_512();
     let zero = (_mm256_setzero_ps(), _mm256_setzero_ps());
     four_streams(
         out.len(),
         nb,
         zero,
-        // SAFETY: as in `gemv_q4_k`; VNNI/VL are present.
+        // SAFETY: as in `gemv_q4_k`; AVX512F/BW/VNNI/VL are present.
         |r, i, s| unsafe {
-            q4_k_block_with(
-                w.add(r * rb + 144 * i),
-                a.add(292 * i),
-                s,
-                &masks,
-                |sumi, p, s| _mm256_dpwssd_epi32(sumi, p, s),
-            )
+            let (wb, ab) = (w.add(r * rb + 144 * i), a.add(292 * i));
+            q4_k_block_with(wb, ab, s, min_mask, |scales| {
+                q4_k_sub_sums_512(wb, ab, scales, &masks)
+            })
         },
         |r, s| out[r] = hsum_ps(_mm256_sub_ps(s.0, s.1)),
     );
@@ -1503,12 +1589,12 @@ mod tests {
         (quantize(dtype, n * k, rng), quantize(DType::Q8K, k, rng))
     }
 
-    /// The VNNI Q4_K and Q6_K GEMVs give bit for bit the AVX2 GEMVs' and the one-row
+    /// The VNNI Q4_K (512-bit) and Q6_K GEMVs give bit for bit the AVX2 GEMVs' and the one-row
     /// dots' results (the reference comparison in `tests/quant.rs` runs whichever this
     /// CPU picks), on a ragged row count.
     #[test]
     fn vnni_gemv_equals_avx2() {
-        if !crate::quant::gemm_avx2::vnni::supported() || !Isa::Avx2.is_supported() {
+        if !vnni512_supported() || !Isa::Avx2.is_supported() {
             return;
         }
         type Kernels = (DType, usize, GemvRows, GemvRows, RowKernel);
