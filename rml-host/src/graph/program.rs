@@ -2,7 +2,9 @@
 //! elements, its loads resolve each operand to a slice (the operand's own elements
 //! where they are contiguous f32, else a register filled with them), every other
 //! instruction is one vectorizable loop over the tile, and the stores copy the
-//! results out last, so an output may share its buffer with an operand.
+//! results out last, so an output may share its buffer with an operand. A program
+//! whose one store is of its last instruction, to an output no operand is read
+//! from in place, has that instruction write the output's tile itself instead.
 
 use std::cell::RefCell;
 
