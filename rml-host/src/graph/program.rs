@@ -2,7 +2,9 @@
 //! elements, its loads resolve each operand to a slice (the operand's own elements
 //! where they are contiguous f32, else a register filled with them), every other
 //! instruction is one vectorizable loop over the tile, and the stores copy the
-//! results out last, so an output may share its buffer with an operand.
+//! results out last, so an output may share its buffer with an operand. A program
+//! whose one store is of its last instruction, to an output no operand is read
+//! from in place, has that instruction write the output's tile itself instead.
 
 use std::cell::RefCell;
 
@@ -74,16 +76,20 @@ impl Program {
             .position(|i| matches!(i, Instr::Store { .. }))
             .unwrap_or(self.code.len());
         let (body, stores) = self.code.split_at(stores);
+        // The last instruction writes the one output itself (see `direct`).
+        let direct = self.direct(sources, outs);
+        let mut target = direct.map(|o| std::mem::replace(&mut outs[o], DataMut::F32(&mut [])));
+        let (body, last) = body.split_at(body.len() - usize::from(direct.is_some()));
         let mut start = 0;
         while start < len {
             let n = tile.min(len - start);
             // The outputs' elements of the tile, for operands read in place.
             let mut reads: [Option<Data<'_>>; MAX_OUTS] = [None; MAX_OUTS];
             for (o, r) in outs.iter().zip(&mut reads) {
-                *r = Some(match o {
-                    DataMut::F32(v) => Data::F32(&v[start..start + n]),
-                    DataMut::Bool(v) => Data::Bool(&v[start..start + n]),
-                });
+                *r = match o {
+                    DataMut::F32(v) => v.get(start..start + n).map(Data::F32),
+                    DataMut::Bool(v) => v.get(start..start + n).map(Data::Bool),
+                };
             }
             // A loaded register's elements where they are read in place.
             let mut views: [Option<&[f32]>; MAX_REGS] = [None; MAX_REGS];
@@ -96,14 +102,52 @@ impl Program {
                     compute(instr, (regs, tile), &views, n);
                 }
             }
-            for instr in stores {
-                if let Instr::Store { src, output } = *instr {
-                    let s = &regs[usize::from(src) * tile..][..n];
-                    store(s, &mut outs[usize::from(output)], start);
+            if let (Some(instr), Some(DataMut::F32(t))) = (last.first(), &mut target) {
+                let regs = &*regs;
+                let arg =
+                    |r: Reg| views[usize::from(r)].unwrap_or(&regs[usize::from(r) * tile..][..n]);
+                // No register is the destination: a transcendental in place
+                // copies its source into the output first.
+                evaluate(instr, Reg::MAX, &mut t[start..start + n], arg);
+            } else {
+                for instr in stores {
+                    if let Instr::Store { src, output } = *instr {
+                        let s = &regs[usize::from(src) * tile..][..n];
+                        store(s, &mut outs[usize::from(output)], start);
+                    }
                 }
             }
             start += n;
         }
+        if let (Some(o), Some(t)) = (direct, target) {
+            outs[o] = t;
+        }
+    }
+
+    /// `Some(output)` when the program's one store is of its last instruction's
+    /// result, to an f32 output no operand is read from in place: that
+    /// instruction then writes the output's tile itself, with no copy after.
+    fn direct(&self, sources: &[Source<'_>], outs: &[DataMut<'_>]) -> Option<usize> {
+        let [.., last, Instr::Store { src, output }] = self.code[..] else {
+            return None;
+        };
+        let o = usize::from(output);
+        let one_store = self
+            .code
+            .iter()
+            .filter(|i| matches!(i, Instr::Store { .. }))
+            .count()
+            == 1;
+        let read_in_place = sources
+            .iter()
+            .any(|s| matches!(*s, Source::Output(j) if j == o));
+        let computed = !matches!(last, Instr::Load { .. });
+        (last.dst() == Some(src)
+            && computed
+            && one_store
+            && !read_in_place
+            && matches!(outs[o], DataMut::F32(_)))
+        .then_some(o)
     }
 }
 
