@@ -13,6 +13,7 @@
 
 pub use rml_core;
 
+pub mod attention;
 pub mod gemm;
 pub mod isa;
 pub mod quant;

@@ -1,7 +1,8 @@
 //! Times prompt processing and single-sequence decode of one model file, for
 //! `scripts/bench/llm_llama_cpp.py` (which runs llama.cpp on the same file).
 //!
-//! Usage: `llm_bench MODEL THREADS PROMPT_TOKENS DECODE_TOKENS REPS`. After an
+//! Usage: `llm_bench MODEL THREADS PROMPT_TOKENS DECODE_TOKENS REPS [f32|f16]` (the
+//! KV cache's element type, f32 by default). After an
 //! untimed warm-up (an 8-token prefill and 2 decode steps, which reads every
 //! weight once), each of REPS rounds prefills PROMPT_TOKENS fixed token ids
 //! into a fresh cache (last-token logits only) and then decodes DECODE_TOKENS greedy
@@ -12,13 +13,13 @@
 //! those files do not exist: what to compare on a loaded machine), then one line
 //! `{"peak_rss_kb": …, "kv_bytes": …, "parameter_bytes": …}`: the process's peak
 //! resident set (`VmHWM` of `/proc/self/status`, mapped file pages included; 0
-//! where that file does not exist), the f32 KV cache's bytes and
+//! where that file does not exist), the KV cache's bytes and
 //! `Model::parameter_bytes`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use rml_llm::{Logits, Model};
+use rml_llm::{KvDtype, Logits, Model};
 
 fn argmax(row: &[f32]) -> u32 {
     (0..row.len()).fold(0, |b, i| if row[i] > row[b] { i } else { b }) as u32
@@ -34,11 +35,16 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T,
 fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let path = args
         .get(1)
-        .ok_or("usage: llm_bench MODEL THREADS PROMPT DECODE REPS")?;
+        .ok_or("usage: llm_bench MODEL THREADS PROMPT DECODE REPS [f32|f16]")?;
     let threads: usize = arg(args, 2, "THREADS")?;
     let pp: usize = arg(args, 3, "PROMPT_TOKENS")?;
     let tg: usize = arg(args, 4, "DECODE_TOKENS")?;
     let reps: usize = arg(args, 5, "REPS")?;
+    let dtype = match args.get(6).map(String::as_str) {
+        None | Some("f32") => KvDtype::F32,
+        Some("f16") => KvDtype::F16,
+        Some(other) => return Err(format!("KV type must be f32 or f16, not {other}").into()),
+    };
     let model = Model::open(path)?;
     let vocab = model.config().vocab_size;
     let prompt: Vec<u32> = (0..pp).map(|i| ((i * 7919 + 13) % vocab) as u32).collect();
@@ -49,7 +55,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let mut kv_bytes = 0;
     for round in 0..=reps {
         let (pp, tg) = if round == 0 { (pp.min(8), 2) } else { (pp, tg) };
-        let mut cache = model.new_cache(prompt.len() + tg);
+        let mut cache = model.new_cache_with(prompt.len() + tg, dtype);
         kv_bytes = cache.bytes();
         let (start, cpu0) = (Instant::now(), cpu_ns());
         let last = model.forward_with(&prompt[..pp], &mut cache, &mut ws, Logits::Last)?;

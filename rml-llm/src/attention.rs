@@ -2,7 +2,8 @@
 //! (prefill) or one (decode): grouped-query heads, optional sliding window, optional
 //! score soft-capping.
 
-use rml_kernels::gemm::{Epilogue, MatMut, MatRef, Weight, gemv_kn, gemv_nk};
+use rml_kernels::attention::{CachedRows, HeadGroups, attention_scores, attention_values};
+use rml_kernels::gemm::Weight;
 use rml_kernels::softmax::softmax_rows_inplace;
 
 use crate::error::{Error, Result};
@@ -51,7 +52,7 @@ impl AttentionSpec {
     /// Attention of the queries `q` (`rows × n_heads·head_dim`, positions
     /// `start..start + rows`) over the cached keys and values (every visible
     /// position present) into `out` (shaped like `q`). `scores` is scratch of at
-    /// least `start + rows` values.
+    /// least `n_heads·(start + rows)` values.
     pub fn run<T: KvElement + Weight>(
         &self,
         q: &[f32],
@@ -73,12 +74,17 @@ impl AttentionSpec {
     /// the query heads of the key/value heads `kv_heads` only, into `out` (those
     /// query heads: `kv_heads.len()·(n_heads / n_kv_heads)·head_dim` values); each
     /// head is computed exactly as by [`AttentionSpec::run`], so a decode step can
-    /// split the heads across threads. `scores` is scratch of at least `pos + 1`
-    /// values (one row, reused by each head; the softmax runs in place).
-    pub fn run_heads<T: KvElement + Weight>(
+    /// split the heads across threads. `scores` is scratch of at least
+    /// `kv_heads.len()·(n_heads / n_kv_heads)·(pos + 1)` values (one row per query
+    /// head; the softmax runs in place).
+    ///
+    /// The cache streams row by row through [`attention_scores`] and
+    /// [`attention_values`]: each cached row is read once, front to back, for all
+    /// the query heads of `kv_heads`.
+    pub fn run_heads<'a, T: KvElement + Weight>(
         &self,
         q: &[f32],
-        kv: KvRing<'_, T>,
+        kv: KvRing<'a, T>,
         pos: usize,
         kv_heads: std::ops::Range<usize>,
         out: &mut [f32],
@@ -88,40 +94,50 @@ impl AttentionSpec {
         let group = self.n_heads / self.n_kv_heads;
         let first = self.first_visible(pos);
         let n = pos + 1 - first;
-        let probs = &mut scores[..n];
-        let heads = kv_heads.start * group..kv_heads.end * group;
+        let heads = HeadGroups {
+            kv_heads: kv_heads.len(),
+            group,
+            head_dim: hd,
+        };
+        let width = heads.kv_heads * group;
         let ctx = || Error::core("decode attention");
-        let epi = Epilogue::default();
-        for (h, o) in heads.zip(out.chunks_exact_mut(hd)) {
-            let kvh = h / group;
-            let qh = MatRef::new(&q[h * hd..], 1, hd, hd, 1).map_err(ctx())?;
-            let mut col = 0;
-            for (slot, len) in segments(first, n, kv.slots) {
-                if len == 0 {
-                    continue;
-                }
-                let keys = MatRef::new(&kv.keys[slot * kv_dim + kvh * hd..], len, hd, kv_dim, 1)
-                    .map_err(ctx())?;
-                let s = MatMut::new(&mut probs[col..], 1, len, len, 1).map_err(ctx())?;
-                gemv_nk(self.scale, qh, keys, 0.0, s, &epi).map_err(ctx())?;
+        let (Some(q), Some(probs)) = (
+            q.get(kv_heads.start * group * hd..),
+            scores.get_mut(..width * n),
+        ) else {
+            return Err(Error::Input(
+                "decode attention: query or scores shorter than the heads".into(),
+            ));
+        };
+        let rows = |data: &'a [T], slot: usize, len: usize| -> Result<CachedRows<'a, T>> {
+            let data = data
+                .get(slot * kv_dim + kv_heads.start * hd..)
+                .ok_or_else(|| {
+                    Error::Input("decode attention: KV ring shorter than its slots".into())
+                })?;
+            Ok(CachedRows {
+                data,
+                rows: len,
+                stride: kv_dim,
+            })
+        };
+        let mut col = 0;
+        for (slot, len) in segments(first, n, kv.slots) {
+            if len > 0 {
+                let keys = rows(kv.keys, slot, len)?;
+                attention_scores(self.scale, q, keys, heads, &mut probs[col..], n).map_err(ctx())?;
                 col += len;
             }
-            if let Some(cap) = self.softcap {
-                softcap(probs, cap);
-            }
-            softmax_rows_inplace(probs, n).map_err(ctx())?;
-            let mut col = 0;
-            for (slot, len) in segments(first, n, kv.slots) {
-                if len == 0 {
-                    continue;
-                }
-                let p = MatRef::new(&probs[col..], 1, len, len, 1).map_err(ctx())?;
-                let values =
-                    MatRef::new(&kv.values[slot * kv_dim + kvh * hd..], len, hd, kv_dim, 1)
-                        .map_err(ctx())?;
-                let o = MatMut::new(o, 1, hd, hd, 1).map_err(ctx())?;
-                let beta = if col == 0 { 0.0 } else { 1.0 };
-                gemv_kn(1.0, p, values, beta, o, &epi).map_err(ctx())?;
+        }
+        if let Some(cap) = self.softcap {
+            softcap(probs, cap);
+        }
+        softmax_rows_inplace(probs, n).map_err(ctx())?;
+        let mut col = 0;
+        for (slot, len) in segments(first, n, kv.slots) {
+            if len > 0 {
+                let values = rows(kv.values, slot, len)?;
+                attention_values(&probs[col..], n, values, heads, out, col > 0).map_err(ctx())?;
                 col += len;
             }
         }

@@ -77,6 +77,39 @@ pub struct KvCache {
     storage: Storage,
 }
 
+/// `n` zeros, on huge pages where the system grants them.
+///
+/// The zeroed allocation is fresh, untouched memory (`calloc` maps it), so advising
+/// it before the first store lets the kernel back it with 2 MiB pages even when
+/// transparent huge pages are in `madvise` mode: decode attention then streams the
+/// cache without a TLB miss and a prefetcher restart every 4 KiB.
+fn zeroed<T: KvElement + bytemuck::Zeroable>(n: usize) -> Vec<T> {
+    let v: Vec<T> = bytemuck::zeroed_vec(n);
+    advise_huge_pages(&v);
+    v
+}
+
+/// Asks the kernel to back the 2 MiB-aligned part of `v` with huge pages (Linux);
+/// nothing happens where that is unsupported or refused.
+fn advise_huge_pages<T>(v: &[T]) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = v.as_ptr() as usize;
+        let end = start + std::mem::size_of_val(v);
+        let (lo, hi) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if lo < hi {
+            // SAFETY: `lo..hi` lies inside `v`'s allocation, and MADV_HUGEPAGE only
+            // changes how the kernel backs those pages, never their contents.
+            let _ = unsafe {
+                rustix::mm::madvise(lo as *mut _, hi - lo, rustix::mm::Advice::LinuxHugepage)
+            };
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = v;
+}
+
 fn store<T: KvElement>(dst: &mut [T], src: &[f32]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = T::from_f32(*s);
@@ -121,12 +154,12 @@ impl KvCache {
         let n = rows * kv_dim;
         let storage = match dtype {
             KvDtype::F32 => Storage::F32 {
-                keys: vec![0.0; n],
-                values: vec![0.0; n],
+                keys: zeroed(n),
+                values: zeroed(n),
             },
             KvDtype::F16 => Storage::F16 {
-                keys: vec![f16::ZERO; n],
-                values: vec![f16::ZERO; n],
+                keys: zeroed(n),
+                values: zeroed(n),
             },
         };
         KvCache {

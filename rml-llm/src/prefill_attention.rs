@@ -189,7 +189,7 @@ mod tests {
             slots: c.slots,
         };
         let mut want = vec![0.0; q.len()];
-        let mut sc = vec![0.0; 2 * (c.start + c.rows)];
+        let mut sc = vec![0.0; s.n_heads * (c.start + c.rows)];
         s.run(&q, ring, c.start, &mut want, &mut sc).unwrap();
         let mut got = vec![f32::NAN; q.len()];
         let mut scratch = PrefillScratch::default();

@@ -11,7 +11,8 @@ count and prompt length it runs --rounds rounds; in each round rml (the `llm_ben
 example, a fresh process) and llama.cpp (a worker process with the model kept loaded,
 fresh KV cache per round) are timed in turn, so machine noise hits both alike. A round
 prefills PROMPT fixed token ids in one call (prompt tok/s) then decodes --decode tokens
-one at a time (decode tok/s), wall clock; both use an f32 KV cache. Prints medians,
+one at a time (decode tok/s), wall clock; both use a KV cache of --kv-type (f32 by
+default, or f16; llama.cpp's GGML types 0 and 1). Prints medians,
 min-max and the rml / llama.cpp ratio, the 1-minute load average before and after,
 and peak RSS: rml's `VmHWM` (mapped file pages included) against the budget
 `file size + KV cache + 10%`, and llama.cpp's worker's `VmHWM` minus what the
@@ -145,7 +146,11 @@ def vm_kb(field):
     return 0
 
 
-def llama_worker(path, threads, n_ctx, vocab):
+# --kv-type -> llama.cpp's GGML type id.
+KV_TYPES = {"f32": 0, "f16": 1}
+
+
+def llama_worker(path, threads, n_ctx, vocab, kv_type):
     """Serves rounds over stdin/stdout: `PP TG` -> {"pp_tok_s", "tg_tok_s"}; `rss` ->
     {"peak_rss_kb", "base_rss_kb"} (peak, and the resident set before the model)."""
     import numpy as np
@@ -155,7 +160,8 @@ def llama_worker(path, threads, n_ctx, vocab):
     # n_batch = n_ctx: llama-cpp-python keeps n_batch rows of scores; the compute
     # batch (n_ubatch) stays 512.
     llm = Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=512, n_threads=threads,
-                n_threads_batch=threads, flash_attn=False, type_k=0, type_v=0, verbose=False)
+                n_threads_batch=threads, flash_attn=False, type_k=KV_TYPES[kv_type],
+                type_v=KV_TYPES[kv_type], verbose=False)
 
     def round_(pp, tg):
         llm.reset()
@@ -184,10 +190,10 @@ def llama_worker(path, threads, n_ctx, vocab):
 class Llama:
     """A llama.cpp worker process for one file and thread count."""
 
-    def __init__(self, path, threads, n_ctx, vocab):
+    def __init__(self, path, threads, n_ctx, vocab, kv_type):
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--llama-worker", path, str(threads),
-             str(n_ctx), str(vocab)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             str(n_ctx), str(vocab), kv_type], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if self.proc.stdout.readline().strip() != "ready":
             raise SystemExit("llama.cpp worker failed to start")
 
@@ -206,8 +212,8 @@ class Llama:
         return r
 
 
-def rml_round(binary, path, threads, pp, tg):
-    out = subprocess.run([binary, path, str(threads), str(pp), str(tg), "1"],
+def rml_round(binary, path, threads, pp, tg, kv_type):
+    out = subprocess.run([binary, path, str(threads), str(pp), str(tg), "1", kv_type],
                          check=True, capture_output=True, text=True).stdout
     lines = [json.loads(line) for line in out.strip().splitlines()]
     return (lines[0]["pp_tok_s"], lines[0]["tg_tok_s"]), lines[1]
@@ -224,7 +230,7 @@ def ratio(a, b):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--llama-worker":
         path, threads, n_ctx, vocab = sys.argv[2], *map(int, sys.argv[3:6])
-        return llama_worker(path, threads, n_ctx, vocab)
+        return llama_worker(path, threads, n_ctx, vocab, sys.argv[6])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", default="qwen3", choices=list(SHAPES), help="model shape (default qwen3)")
@@ -233,6 +239,8 @@ def main():
     ap.add_argument("--prompts", type=int, nargs="+", default=[64], help="prompt lengths (default 64)")
     ap.add_argument("--decode", type=int, default=32, help="decode tokens per round (default 32)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--kv-type", default="f32", choices=list(KV_TYPES),
+                    help="KV cache element type of both sides (default f32)")
     ap.add_argument("--scratch", default="/tmp/rml-llm-bench", help="model cache directory")
     ap.add_argument("--clean", action="store_true", help="delete the model cache at the end")
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "examples", "llm_bench"))
@@ -247,7 +255,7 @@ def main():
     shape = SHAPES[args.shape]
     files = build(args.scratch, args.shape, args.quants)
     print(f"shape {args.shape} {shape}; load average before: {os.getloadavg()[0]:.2f}; "
-          f"{args.rounds} rounds, decode {args.decode}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+          f"{args.rounds} rounds, decode {args.decode}, {args.kv_type} KV cache; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| file | MB | threads | prompt | rml pp tok/s | llama.cpp pp tok/s | pp ratio "
           "| rml decode tok/s | llama.cpp decode tok/s | decode ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -255,12 +263,12 @@ def main():
     for tag, path in files.items():
         size = os.path.getsize(path)
         for threads in args.threads:
-            llm = Llama(path, threads, max(args.prompts) + args.decode + 64, shape["vocab"])
+            llm = Llama(path, threads, max(args.prompts) + args.decode + 64, shape["vocab"], args.kv_type)
             rss = None
             for pp in args.prompts:
                 res = {"rml": ([], []), "llama": ([], [])}
                 for _ in range(args.rounds):
-                    (p, t), rss_pp = rml_round(args.binary, path, threads, pp, args.decode)
+                    (p, t), rss_pp = rml_round(args.binary, path, threads, pp, args.decode, args.kv_type)
                     if rss is None or rss_pp["peak_rss_kb"] > rss["peak_rss_kb"]:
                         rss = rss_pp
                     res["rml"][0].append(p)

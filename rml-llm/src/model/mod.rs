@@ -194,7 +194,7 @@ impl Model {
             attn: Vec::with_capacity(t * c.q_dim()),
             proj: Vec::with_capacity(t * c.hidden_size),
             norm: Vec::with_capacity(t * wide),
-            scores: Vec::with_capacity(max_positions * c.n_kv_heads),
+            scores: Vec::with_capacity(max_positions * c.n_heads),
             prefill: PrefillScratch::with_capacity(t, max_positions, c.head_dim),
             lin: lin.same_room(),
             logits: Vec::with_capacity(t * c.vocab_size),
@@ -321,7 +321,7 @@ impl Model {
             );
         }
         s.attn.resize(t * q_dim, 0.0);
-        s.scores.resize((start + t) * c.n_kv_heads, 0.0);
+        s.scores.resize((start + t) * c.n_heads, 0.0);
         let spec = &layer.attention;
         let slots = cache.slots(index);
         let pool = s.lin.pool();
@@ -402,8 +402,8 @@ impl Layer {
 
 /// Attention of the call's queries: prompts (more than [`SMALL_M`] rows) blocked on the
 /// GEMM; a one-token call with a pool splits the key/value heads across its threads,
-/// each head computed as on one thread, with `scores` (`n_kv_heads · (start + 1)`
-/// values) one scratch row per key/value head; everything else on the readable
+/// each head computed as on one thread, with `scores` (`n_heads · (start + 1)`
+/// values) one scratch row per query head; everything else on the readable
 /// [`AttentionSpec::run`].
 #[allow(clippy::too_many_arguments)]
 fn attend<T: KvElement + Weight + Sync>(
@@ -424,12 +424,13 @@ fn attend<T: KvElement + Weight + Sync>(
         Some(pool) if q.len() == q_dim && pool.threads() > 1 => {
             let n = start + 1;
             let width = q_dim / spec.n_kv_heads;
-            let scores = &mut scores[..spec.n_kv_heads * n];
+            let group = spec.n_heads / spec.n_kv_heads;
+            let scores = &mut scores[..spec.n_heads * n];
             let cost = 2 * q_dim * (start + 1);
             for_each_task(
                 pool,
                 [out, scores],
-                [width, n],
+                [width, group * n],
                 1,
                 cost,
                 |pieces| match pieces {
