@@ -9,11 +9,12 @@
 //! row stride that touches a new 4 KiB page per row, which the hardware prefetchers
 //! do not follow, and reads each slice once per query head of the group.
 //!
-//! Both take four rows at a time and the query heads of a group two at a time, so
-//! each loaded key or value vector serves two heads and each query or output
-//! vector four rows: scores keep eight independent FMA chains in flight, value
-//! sums load and store the output (which stays in L1) once per four rows. Keys and
-//! values may be f32, f16 or bf16 (widened while loaded); accumulation is f32.
+//! Both take the query heads of a group two at a time, so each loaded key or value
+//! vector serves two heads. Scores go one row at a time with two partial sums per
+//! head (four independent FMA chains; blocks of four rows were faster from L2 but
+//! slower streaming from memory); value sums take four rows at a time, so each
+//! output vector (which stays in L1) is loaded and stored once per four rows. Keys
+//! and values may be f32, f16 or bf16 (widened while loaded); accumulation is f32.
 
 use rml_core::{DType, Error, Result};
 
