@@ -273,7 +273,8 @@ unsafe fn gemv_nibbles<
 /// row sees the same sequence of `step` calls either way, so its result does not depend
 /// on the rows around it. Four far-apart streams keep more DRAM reads in flight than
 /// one (the hardware prefetchers follow each); adjacent rows interleaved measured
-/// ~3× slower than one stream.
+/// ~3× slower than one stream, and 2, 3, 6 or 8 far-apart streams slower than four
+/// (docs/kernels.md, session 7b).
 #[inline(always)]
 fn four_streams<A: Copy>(
     n: usize,
