@@ -993,8 +993,8 @@ unsafe fn q4_k_sub_sums_512(
 
 /// Streaming Q4_K GEMV as [`gemv_q4_k`] on AVX512-BW/VNNI ([`q4_k_sub_sums_512`]),
 /// with the same i32 lanes (so the same results); each stream runs four super-blocks
-/// (576 contiguous bytes) per turn (streaming 4096×4096 measured ~5 % faster than
-/// one; docs/kernels.md, session 7b).
+/// (576 contiguous bytes) per turn (streaming measured ~9 % faster than one;
+/// docs/kernels.md, session 7b).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
 unsafe fn gemv_q4_k_vnni(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
     let min_mask = k4_scale_masks()[8];
