@@ -1180,10 +1180,12 @@ unsafe fn q6_k_block_with(
 }
 
 /// Streaming Q6_K GEMV as [`gemv_q6_k`] on AVX512-VNNI/VL: each run's scale product
-/// and add is one `vpdpwssd`, with the same i32 lanes (so the same results).
+/// and add is one `vpdpwssd`, with the same i32 lanes (so the same results); each
+/// stream runs four super-blocks (840 contiguous bytes) per turn (docs/kernels.md,
+/// session 7b).
 #[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
 unsafe fn gemv_q6_k_vnni(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
-    four_streams::<1, _>(
+    four_streams::<4, _>(
         out.len(),
         nb,
         _mm256_setzero_ps(),
@@ -1621,7 +1623,7 @@ mod tests {
         ];
         let mut rng = Rng::new(7);
         // K = 768 (3 super-blocks per row: turns of one) and 1536 (6: a turn of four
-        // in `gemv_q4_k_vnni`, then two of one).
+        // in the VNNI kernels, then two of one).
         for ((dtype, bw, avx2_gemv, vnni_gemv, dot), k) in kernels
             .into_iter()
             .flat_map(|kern| [768, 1536].map(|k| (kern, k)))
