@@ -215,7 +215,7 @@ const PREP_SCALE: usize = PREP_TERM + 32;
 /// is rearranged once per call (and per 512 blocks) by [`prep_groups`], which takes the
 /// activation-only work — the offset term, the scale conversion — out of the per-row
 /// loop; the rows then run [`nibble_group`] per group, four rows in flight
-/// ([`four_streams`]), and the last `nb mod 8` blocks of each row `tail` (the one-block
+/// ([`four_streams`], four groups of a row per turn), and the last `nb mod 8` blocks of each row `tail` (the one-block
 /// kernel).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_nibbles<
@@ -245,7 +245,7 @@ unsafe fn gemv_nibbles<
             let g1 = (g0 + PREP_GROUPS).min(ng);
             prep_groups(a.add(ba * GROUP * g0), MIN, OFF, g1 - g0, prep.as_mut_ptr());
             let (row0, pp) = (w.add(BW * GROUP * g0), prep.as_ptr());
-            four_streams::<1, _>(
+            four_streams::<4, _>(
                 out.len(),
                 g1 - g0,
                 _mm256_setzero_ps(),
@@ -413,7 +413,8 @@ unsafe fn nibble_group<const BW: usize, const QS: usize, const QH: usize, const 
 /// ([`f16_group`]) for one FMA per eight blocks (the per-block kernel spends a scale
 /// conversion, a product, a broadcast, a conversion and an FMA on every block). The
 /// last `nb mod 8` blocks run [`dot_q8_0`]. Four rows are in flight
-/// ([`four_streams`]); a row's result does not depend on the rows around it.
+/// ([`four_streams`], four steps of a row per turn); a row's result does not depend on
+/// the rows around it.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_q8_0(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
     let ng = nb / GROUP;
@@ -423,7 +424,7 @@ unsafe fn gemv_q8_0(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut 
     // block < nb of a row r < out.len().
     unsafe {
         let row = |r: usize| w.add(r * rb);
-        four_streams::<1, _>(
+        four_streams::<4, _>(
             out.len(),
             ng,
             _mm256_setzero_ps(),
