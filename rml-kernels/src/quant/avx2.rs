@@ -215,7 +215,7 @@ const PREP_SCALE: usize = PREP_TERM + 32;
 /// is rearranged once per call (and per 512 blocks) by [`prep_groups`], which takes the
 /// activation-only work — the offset term, the scale conversion — out of the per-row
 /// loop; the rows then run [`nibble_group`] per group, four rows in flight
-/// ([`four_streams`]), and the last `nb mod 8` blocks of each row `tail` (the one-block
+/// ([`four_streams`], four groups of a row per turn), and the last `nb mod 8` blocks of each row `tail` (the one-block
 /// kernel).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_nibbles<
@@ -245,7 +245,7 @@ unsafe fn gemv_nibbles<
             let g1 = (g0 + PREP_GROUPS).min(ng);
             prep_groups(a.add(ba * GROUP * g0), MIN, OFF, g1 - g0, prep.as_mut_ptr());
             let (row0, pp) = (w.add(BW * GROUP * g0), prep.as_ptr());
-            four_streams(
+            four_streams::<4, _>(
                 out.len(),
                 g1 - g0,
                 _mm256_setzero_ps(),
@@ -269,13 +269,15 @@ unsafe fn gemv_nibbles<
 /// Runs one row kernel over `n` rows as four sequential streams in flight: the rows are
 /// cut into four equal parts and row `r` of each part advances together, `step(row, i,
 /// state)` over `i in 0..steps`, each row with its own state (named locals, which stay
-/// in registers); then `emit(row, state)`. The last `n mod 4` rows run alone. Every
-/// row sees the same sequence of `step` calls either way, so its result does not depend
-/// on the rows around it. Four far-apart streams keep more DRAM reads in flight than
-/// one (the hardware prefetchers follow each); adjacent rows interleaved measured
-/// ~3× slower than one stream.
+/// in registers), `U` steps of one row before the next row's `U`; then `emit(row,
+/// state)`. The last `steps mod U` steps go one per row, and the last `n mod 4` rows
+/// run alone. Every row sees the same sequence of `step` calls either way, so its
+/// result does not depend on the rows around it or on `U`. Four far-apart streams keep
+/// more DRAM reads in flight than one (the hardware prefetchers follow each); adjacent
+/// rows interleaved measured ~3× slower than one stream, and 2, 3, 6 or 8 far-apart
+/// streams slower than four (docs/kernels.md, session 7b).
 #[inline(always)]
-fn four_streams<A: Copy>(
+fn four_streams<const U: usize, A: Copy>(
     n: usize,
     steps: usize,
     init: A,
@@ -283,9 +285,22 @@ fn four_streams<A: Copy>(
     mut emit: impl FnMut(usize, A),
 ) {
     let h = n / 4;
+    let run = |r: usize, i: usize, mut a: A| {
+        for u in 0..U {
+            a = step(r, i + u, a);
+        }
+        a
+    };
+    let whole = steps / U * U;
     for r in 0..h {
         let (mut a0, mut a1, mut a2, mut a3) = (init, init, init, init);
-        for i in 0..steps {
+        for i in (0..whole).step_by(U) {
+            a0 = run(r, i, a0);
+            a1 = run(r + h, i, a1);
+            a2 = run(r + 2 * h, i, a2);
+            a3 = run(r + 3 * h, i, a3);
+        }
+        for i in whole..steps {
             a0 = step(r, i, a0);
             a1 = step(r + h, i, a1);
             a2 = step(r + 2 * h, i, a2);
@@ -398,7 +413,8 @@ unsafe fn nibble_group<const BW: usize, const QS: usize, const QH: usize, const 
 /// ([`f16_group`]) for one FMA per eight blocks (the per-block kernel spends a scale
 /// conversion, a product, a broadcast, a conversion and an FMA on every block). The
 /// last `nb mod 8` blocks run [`dot_q8_0`]. Four rows are in flight
-/// ([`four_streams`]); a row's result does not depend on the rows around it.
+/// ([`four_streams`], four steps of a row per turn); a row's result does not depend on
+/// the rows around it.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_q8_0(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
     let ng = nb / GROUP;
@@ -408,7 +424,7 @@ unsafe fn gemv_q8_0(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut 
     // block < nb of a row r < out.len().
     unsafe {
         let row = |r: usize| w.add(r * rb);
-        four_streams(
+        four_streams::<4, _>(
             out.len(),
             ng,
             _mm256_setzero_ps(),
@@ -819,7 +835,7 @@ unsafe fn dot_q4_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
 unsafe fn gemv_q4_k(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
     let masks = k4_scale_masks();
     let zero = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    four_streams(
+    four_streams::<1, _>(
         out.len(),
         nb,
         zero,
@@ -977,13 +993,15 @@ unsafe fn q4_k_sub_sums_512(
 }
 
 /// Streaming Q4_K GEMV as [`gemv_q4_k`] on AVX512-BW/VNNI ([`q4_k_sub_sums_512`]),
-/// with the same i32 lanes (so the same results).
+/// with the same i32 lanes (so the same results); each stream runs four super-blocks
+/// (576 contiguous bytes) per turn (streaming measured ~9 % faster than one;
+/// docs/kernels.md, session 7b).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
 unsafe fn gemv_q4_k_vnni(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
     let min_mask = k4_scale_masks()[8];
     let masks = k4_scale_masks_512();
     let zero = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    four_streams(
+    four_streams::<4, _>(
         out.len(),
         nb,
         zero,
@@ -1065,7 +1083,7 @@ unsafe fn dot_q6_k(w: *const u8, a: *const u8, nb: usize) -> f32 {
 /// Q8_K row: [`q6_k_block`] over [`four_streams`], each row as [`dot_q6_k`].
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_q6_k(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
-    four_streams(
+    four_streams::<1, _>(
         out.len(),
         nb,
         _mm256_setzero_ps(),
@@ -1163,10 +1181,12 @@ unsafe fn q6_k_block_with(
 }
 
 /// Streaming Q6_K GEMV as [`gemv_q6_k`] on AVX512-VNNI/VL: each run's scale product
-/// and add is one `vpdpwssd`, with the same i32 lanes (so the same results).
+/// and add is one `vpdpwssd`, with the same i32 lanes (so the same results); each
+/// stream runs four super-blocks (840 contiguous bytes) per turn (docs/kernels.md,
+/// session 7b).
 #[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
 unsafe fn gemv_q6_k_vnni(w: *const u8, rb: usize, a: *const u8, nb: usize, out: &mut [f32]) {
-    four_streams(
+    four_streams::<4, _>(
         out.len(),
         nb,
         _mm256_setzero_ps(),
@@ -1603,8 +1623,13 @@ mod tests {
             (DType::Q6K, 210, gemv_q6_k, gemv_q6_k_vnni, dot_q6_k),
         ];
         let mut rng = Rng::new(7);
-        for (dtype, bw, avx2_gemv, vnni_gemv, dot) in kernels {
-            let (n, k) = (11, 768);
+        // K = 768 (3 super-blocks per row: turns of one) and 1536 (6: a turn of four
+        // in the VNNI kernels, then two of one).
+        for ((dtype, bw, avx2_gemv, vnni_gemv, dot), k) in kernels
+            .into_iter()
+            .flat_map(|kern| [768, 1536].map(|k| (kern, k)))
+        {
+            let n = 11;
             let (w, a) = operands(dtype, n, k, &mut rng);
             let (rb, nb) = (bw * k / 256, k / 256);
             let (mut avx2, mut vnni) = (vec![0f32; n], vec![1f32; n]);
