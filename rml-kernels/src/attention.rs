@@ -124,6 +124,26 @@ fn cast<T: Weight, R: Row>(rows: CachedRows<'_, T>) -> CachedRows<'_, R> {
     }
 }
 
+/// Runs `$body` with `$R` the [`Row`] type of the cache element `$T` (a [`Weight`]).
+macro_rules! with_row_type {
+    ($T:ty, |$R:ident| $body:expr) => {
+        match <$T as Weight>::DTYPE {
+            DType::F32 => {
+                type $R = f32;
+                $body
+            }
+            DType::F16 => {
+                type $R = half::f16;
+                $body
+            }
+            _ => {
+                type $R = half::bf16;
+                $body
+            }
+        }
+    };
+}
+
 /// Runs `$body` with `$V` the active ISA's vector when `head_dim` is a multiple of
 /// its lanes, else the one-lane vector.
 macro_rules! with_lanes {
@@ -162,11 +182,14 @@ pub fn attention_scores<T: Weight>(
     if keys.rows == 0 || heads.heads() == 0 || heads.head_dim == 0 {
         return Ok(());
     }
-    match T::DTYPE {
-        DType::F32 => scores_of::<f32>(scale, q, cast(keys), heads, scores, ld),
-        DType::F16 => scores_of::<half::f16>(scale, q, cast(keys), heads, scores, ld),
-        _ => scores_of::<half::bf16>(scale, q, cast(keys), heads, scores, ld),
-    }
+    with_row_type!(T, |R| scores_of::<R>(
+        scale,
+        q,
+        cast(keys),
+        heads,
+        scores,
+        ld
+    ));
     Ok(())
 }
 
@@ -198,11 +221,7 @@ pub fn attention_values<T: Weight>(
     if values.rows == 0 || out.is_empty() {
         return Ok(());
     }
-    match T::DTYPE {
-        DType::F32 => values_of::<f32>(probs, ld, cast(values), heads, out),
-        DType::F16 => values_of::<half::f16>(probs, ld, cast(values), heads, out),
-        _ => values_of::<half::bf16>(probs, ld, cast(values), heads, out),
-    }
+    with_row_type!(T, |R| values_of::<R>(probs, ld, cast(values), heads, out));
     Ok(())
 }
 
