@@ -12,8 +12,9 @@
 
 use std::time::Instant;
 
+use rml_kernels::gemm::Weight;
 use rml_llm::attention::{AttentionSpec, KvRing};
-use rml_llm::kv_cache::KvSlices;
+use rml_llm::kv_cache::{KvElement, KvSlices};
 use rml_llm::{KvCache, KvDtype};
 
 const N_HEADS: usize = 16;
@@ -55,6 +56,25 @@ fn plain_read<T: bytemuck::Pod>(x: &[T]) -> u32 {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// Decode attention of `q` as the last of a full layer's cached positions (one row
+/// each in `keys` and `values`).
+fn attend_layer<T: KvElement + Weight>(
+    spec: &AttentionSpec,
+    q: &[f32],
+    keys: &[T],
+    values: &[T],
+    out: &mut [f32],
+    scores: &mut [f32],
+) -> rml_llm::Result<()> {
+    let slots = keys.len() / (spec.n_kv_heads * spec.head_dim);
+    let kv = KvRing {
+        keys,
+        values,
+        slots,
+    };
+    spec.run(q, kv, slots - 1, out, scores)
 }
 
 fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
@@ -101,25 +121,14 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let q: Vec<f32> = (0..N_HEADS * HEAD_DIM).map(|_| rand()).collect();
     let mut out = vec![0.0f32; q.len()];
     let mut scores = vec![0.0f32; N_HEADS * positions];
-    let pos = positions - 1;
     let mut attend = || -> rml_llm::Result<()> {
         for layer in 0..layers {
             match cache.layer(layer) {
                 KvSlices::F32(keys, values) => {
-                    let kv = KvRing {
-                        keys,
-                        values,
-                        slots: positions,
-                    };
-                    spec.run(&q, kv, pos, &mut out, &mut scores)?;
+                    attend_layer(&spec, &q, keys, values, &mut out, &mut scores)?
                 }
                 KvSlices::F16(keys, values) => {
-                    let kv = KvRing {
-                        keys,
-                        values,
-                        slots: positions,
-                    };
-                    spec.run(&q, kv, pos, &mut out, &mut scores)?;
+                    attend_layer(&spec, &q, keys, values, &mut out, &mut scores)?
                 }
             }
         }
