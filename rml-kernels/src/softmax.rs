@@ -109,6 +109,53 @@ pub fn softmax_rows_inplace(x: &mut [f32], cols: usize) -> Result<()> {
     Ok(())
 }
 
+/// The unscaled parts of a softmax of every row of `x` (`cols` columns), in place:
+/// `x ← exp(x − max)` with each row's `max` in `maxes` and the sum of its
+/// exponentials in `sums`; dividing a row by its sum gives the softmax.
+///
+/// For attention over blocks of positions (split-K, "flash-decoding"): each block
+/// keeps its own maximum, and the blocks are combined later by rescaling with
+/// `exp(max_block − max_all)`, so no block waits for the others.
+///
+/// Errors: [`Error::LengthMismatch`] when `x.len()` is not a multiple of `cols` or
+/// `maxes`/`sums` do not hold one value per row.
+pub fn softmax_parts_inplace(
+    x: &mut [f32],
+    cols: usize,
+    maxes: &mut [f32],
+    sums: &mut [f32],
+) -> Result<()> {
+    let rows = x.len().checked_div(cols).unwrap_or(0);
+    if rows * cols != x.len() {
+        return Err(Error::LengthMismatch {
+            expected: rows * cols,
+            got: x.len(),
+        });
+    }
+    for got in [maxes.len(), sums.len()] {
+        if got != rows {
+            return Err(Error::LengthMismatch {
+                expected: rows,
+                got,
+            });
+        }
+    }
+    if rows == 0 {
+        return Ok(());
+    }
+    dispatch!(|V| {
+        for ((r, m), s) in x
+            .chunks_exact_mut(cols)
+            .zip(maxes.iter_mut())
+            .zip(sums.iter_mut())
+        {
+            *m = row_max::<V>(r);
+            *s = exp_sub_sum_inplace::<V>(r, *m);
+        }
+    });
+    Ok(())
+}
+
 #[inline(always)]
 fn exp_sub_sum_inplace<V: Simd>(x: &mut [f32], max: f32) -> f32 {
     let l = V::LANES;

@@ -9,7 +9,7 @@ use rml_kernels::isa::Isa;
 use rml_kernels::math;
 use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
 use rml_kernels::reduce::{ReduceOp, reduce_rows};
-use rml_kernels::softmax::{softmax_rows, softmax_rows_inplace};
+use rml_kernels::softmax::{softmax_parts_inplace, softmax_rows, softmax_rows_inplace};
 use rml_kernels::testing::{Rng, SIZES, for_each_isa, test_len, ulp_error, unary_reference};
 
 /// Softmax: |y - ref| <= SOFTMAX_ATOL + SOFTMAX_RTOL |ref|.
@@ -431,6 +431,29 @@ fn softmax_matches_reference() {
                 let mut z = x[cols..].to_vec();
                 softmax_rows_inplace(&mut z, cols).unwrap();
                 assert!(z.iter().zip(&y).all(|(a, b)| same(*a, *b)));
+                // The unscaled parts: each row's exact max, and exponentials whose
+                // share of their sum is the softmax.
+                let mut e = x[cols..].to_vec();
+                let (mut maxes, mut sums) = ([0.0f32; 2], [0.0f32; 2]);
+                let rows = 2 * usize::from(cols > 0);
+                softmax_parts_inplace(&mut e, cols, &mut maxes[..rows], &mut sums[..rows]).unwrap();
+                for r in 0..rows {
+                    let row = &x[(r + 1) * cols..(r + 2) * cols];
+                    assert_eq!(
+                        maxes[r],
+                        row.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+                    );
+                    let want = softmax64(row);
+                    for c in 0..cols {
+                        let got = f64::from(e[r * cols + c]) / f64::from(sums[r]);
+                        assert!(
+                            (got - want[c]).abs() <= SOFTMAX_ATOL + SOFTMAX_RTOL * want[c],
+                            "{} parts cols={cols}: {got} vs {}",
+                            isa.name(),
+                            want[c]
+                        );
+                    }
+                }
             }
         }
         let mut y = [0.0f32; 3];
@@ -442,6 +465,8 @@ fn softmax_matches_reference() {
     let mut y = [0.0f32; 4];
     assert!(softmax_rows(&[0.0; 4], 2, 0..3, &mut y).is_err());
     assert!(softmax_rows_inplace(&mut [0.0; 5], 2).is_err());
+    assert!(softmax_parts_inplace(&mut [0.0; 5], 2, &mut [0.0; 2], &mut [0.0; 2]).is_err());
+    assert!(softmax_parts_inplace(&mut [0.0; 4], 2, &mut [0.0; 2], &mut [0.0; 1]).is_err());
 }
 
 #[test]

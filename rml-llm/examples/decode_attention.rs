@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use rml_kernels::gemm::Weight;
-use rml_llm::attention::{AttentionSpec, KvRing};
+use rml_llm::attention::{AttentionSpec, DecodeScratch, KvRing};
 use rml_llm::kv_cache::{KvElement, KvSlices};
 use rml_llm::{KvCache, KvDtype};
 
@@ -66,7 +66,7 @@ fn attend_layer<T: KvElement + Weight>(
     keys: &[T],
     values: &[T],
     out: &mut [f32],
-    scores: &mut [f32],
+    scratch: &mut DecodeScratch,
 ) -> rml_llm::Result<()> {
     let slots = keys.len() / (spec.n_kv_heads * spec.head_dim);
     let kv = KvRing {
@@ -74,7 +74,7 @@ fn attend_layer<T: KvElement + Weight>(
         values,
         slots,
     };
-    spec.run(q, kv, slots - 1, out, scores)
+    spec.run(q, kv, slots - 1, out, scratch)
 }
 
 fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
@@ -120,15 +120,15 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     };
     let q: Vec<f32> = (0..N_HEADS * HEAD_DIM).map(|_| rand()).collect();
     let mut out = vec![0.0f32; q.len()];
-    let mut scores = vec![0.0f32; N_HEADS * positions];
+    let mut scratch = DecodeScratch::with_capacity(N_HEADS, HEAD_DIM, positions);
     let mut attend = || -> rml_llm::Result<()> {
         for layer in 0..layers {
             match cache.layer(layer) {
                 KvSlices::F32(keys, values) => {
-                    attend_layer(&spec, &q, keys, values, &mut out, &mut scores)?
+                    attend_layer(&spec, &q, keys, values, &mut out, &mut scratch)?
                 }
                 KvSlices::F16(keys, values) => {
-                    attend_layer(&spec, &q, keys, values, &mut out, &mut scores)?
+                    attend_layer(&spec, &q, keys, values, &mut out, &mut scratch)?
                 }
             }
         }

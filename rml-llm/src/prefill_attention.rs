@@ -153,6 +153,7 @@ mod tests {
     use half::f16;
 
     use super::*;
+    use crate::attention::DecodeScratch;
 
     /// Deterministic values in [-1, 1).
     fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -189,8 +190,8 @@ mod tests {
             slots: c.slots,
         };
         let mut want = vec![0.0; q.len()];
-        let mut sc = vec![0.0; s.n_heads * (c.start + c.rows)];
-        s.run(&q, ring, c.start, &mut want, &mut sc).unwrap();
+        let mut decode = DecodeScratch::default();
+        s.run(&q, ring, c.start, &mut want, &mut decode).unwrap();
         let mut got = vec![f32::NAN; q.len()];
         let mut scratch = PrefillScratch::default();
         run(s, &q, ring, c.start, &mut got, &mut scratch).unwrap();

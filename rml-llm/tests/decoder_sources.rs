@@ -204,6 +204,26 @@ fn decode_split_across_threads_gives_identical_logits() {
             out
         };
         assert_eq!(run(Some(pool.clone())), run(None));
+        // Decode after 48 positions: attention's two blocks of positions split too.
+        let long = |pool: Option<Arc<ThreadPool>>| {
+            let prompt: Vec<u32> = (20..68).collect();
+            let mut cache = model.new_cache(52);
+            let mut ws = model.workspace(48, 52).unwrap();
+            ws.set_pool(pool);
+            model
+                .forward_with(&prompt, &mut cache, &mut ws, Logits::Last)
+                .unwrap();
+            let mut out = Vec::new();
+            for tok in [10, 11, 12, 13] {
+                out.extend_from_slice(
+                    model
+                        .forward_with(&[tok], &mut cache, &mut ws, Logits::Last)
+                        .unwrap(),
+                );
+            }
+            out
+        };
+        assert_eq!(long(Some(pool.clone())), long(None));
         // Prefill token rows split across threads (20 rows: 2 chunks of 10).
         let prefill = |pool: Option<Arc<ThreadPool>>| {
             let prompt: Vec<u32> = (20..40).collect();

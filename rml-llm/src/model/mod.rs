@@ -16,7 +16,7 @@ use rml_kernels::gemm::{SMALL_M, Weight};
 
 pub use load::LoadOptions;
 
-use crate::attention::{AttentionSpec, KvRing};
+use crate::attention::{AttentionSpec, DecodeScratch, KvRing};
 use crate::config::{Config, LayerKind};
 use crate::error::{Error, Result};
 use crate::ffn::{Ffn, FfnScratch};
@@ -82,7 +82,7 @@ pub struct Workspace {
     attn: Vec<f32>,
     proj: Vec<f32>,
     norm: Vec<f32>,
-    scores: Vec<f32>,
+    decode: DecodeScratch,
     prefill: PrefillScratch,
     lin: LinearScratch,
     logits: Vec<f32>,
@@ -91,7 +91,7 @@ pub struct Workspace {
 
 impl Workspace {
     /// Splits projections (decode: output features; prefill: token rows) and decode
-    /// attention heads across `pool`'s threads, or back to the calling thread only
+    /// attention's blocks of positions across `pool`'s threads, or back to the calling thread only
     /// with `None`. Logits do not depend on the thread count. After the first call
     /// (which starts the pool's team), calls allocate nothing on the calling thread.
     pub fn set_pool(&mut self, pool: Option<Arc<ThreadPool>>) {
@@ -194,7 +194,7 @@ impl Model {
             attn: Vec::with_capacity(t * c.q_dim()),
             proj: Vec::with_capacity(t * c.hidden_size),
             norm: Vec::with_capacity(t * wide),
-            scores: Vec::with_capacity(max_positions * c.n_heads),
+            decode: DecodeScratch::with_capacity(c.n_heads, c.head_dim, max_positions),
             prefill: PrefillScratch::with_capacity(t, max_positions, c.head_dim),
             lin: lin.same_room(),
             logits: Vec::with_capacity(t * c.vocab_size),
@@ -321,11 +321,10 @@ impl Model {
             );
         }
         s.attn.resize(t * q_dim, 0.0);
-        s.scores.resize((start + t) * c.n_heads, 0.0);
         let spec = &layer.attention;
         let slots = cache.slots(index);
         let pool = s.lin.pool();
-        let (q, attn, scores, pre) = (&s.q, &mut s.attn, &mut s.scores, &mut s.prefill);
+        let (q, attn, dec, pre) = (&s.q, &mut s.attn, &mut s.decode, &mut s.prefill);
         match cache.layer(index) {
             KvSlices::F32(keys, values) => {
                 let kv = KvRing {
@@ -333,7 +332,7 @@ impl Model {
                     values,
                     slots,
                 };
-                attend(spec, q, kv, start, attn, scores, pre, pool)?
+                attend(spec, q, kv, start, attn, dec, pre, pool)?
             }
             KvSlices::F16(keys, values) => {
                 let kv = KvRing {
@@ -341,7 +340,7 @@ impl Model {
                     values,
                     slots,
                 };
-                attend(spec, q, kv, start, attn, scores, pre, pool)?
+                attend(spec, q, kv, start, attn, dec, pre, pool)?
             }
         }
         s.proj.resize(t * hidden, 0.0);
@@ -401,10 +400,10 @@ impl Layer {
 }
 
 /// Attention of the call's queries: prompts (more than [`SMALL_M`] rows) blocked on the
-/// GEMM; a one-token call with a pool splits the key/value heads across its threads,
-/// each head computed as on one thread, with `scores` (`n_heads · (start + 1)`
-/// values) one scratch row per query head; everything else on the readable
-/// [`AttentionSpec::run`].
+/// GEMM; a one-token call with a pool splits the query's blocks of positions across
+/// its threads (each block computed as on one thread, then combined in block order
+/// on this one, so the result does not depend on the thread count); everything
+/// else on [`AttentionSpec::run`].
 #[allow(clippy::too_many_arguments)]
 fn attend<T: KvElement + Weight + Sync>(
     spec: &AttentionSpec,
@@ -412,7 +411,7 @@ fn attend<T: KvElement + Weight + Sync>(
     kv: KvRing<'_, T>,
     start: usize,
     out: &mut [f32],
-    scores: &mut [f32],
+    decode: &mut DecodeScratch,
     prefill: &mut PrefillScratch,
     pool: Option<&ThreadPool>,
 ) -> Result<()> {
@@ -422,25 +421,23 @@ fn attend<T: KvElement + Weight + Sync>(
     }
     match pool {
         Some(pool) if q.len() == q_dim && pool.threads() > 1 => {
-            let n = start + 1;
-            let width = q_dim / spec.n_kv_heads;
-            let group = spec.n_heads / spec.n_kv_heads;
-            let scores = &mut scores[..spec.n_heads * n];
+            let (scores, partials) = decode.parts(spec, start);
             let cost = 2 * q_dim * (start + 1);
             for_each_task(
                 pool,
-                [out, scores],
-                [width, group * n],
+                [scores, &mut *partials],
+                [spec.block_scores_len(start), spec.partial_len()],
                 1,
                 cost,
                 |pieces| match pieces {
-                    [Some((heads, out)), Some((_, scores))] => {
-                        spec.run_heads(q, kv, start, heads, out, scores)
+                    [Some((blocks, scores)), Some((_, partials))] => {
+                        spec.attend_blocks(q, kv, start, blocks, scores, partials)
                     }
                     _ => Ok(()),
                 },
-            )
+            )?;
+            spec.combine(partials, out)
         }
-        _ => spec.run(q, kv, start, out, scores),
+        _ => spec.run(q, kv, start, out, decode),
     }
 }
