@@ -18,7 +18,7 @@ use rml_kernels::quant;
 
 use crate::error::{Error, Result};
 use crate::ops::{project, project_scratch_len};
-use crate::parallel::for_each_chunk;
+use crate::parallel::{Split, for_each_chunk};
 use crate::weights::transform::{split_rows, to_f32};
 use rml_kernels::gemm::{SMALL_M, Weight};
 
@@ -364,12 +364,15 @@ impl Linear {
         match pool {
             Some(pool) if m == 1 || m > SMALL_M => {
                 let cost = layers.iter().map(|l| l.out_dim * k * m).sum();
-                let (row_lens, grain) = if m == 1 {
-                    ([1; N], FEATURE_GRAIN)
+                let (row_lens, split) = if m == 1 {
+                    ([1; N], Split::decode(FEATURE_GRAIN))
                 } else {
-                    (layers.map(|l| l.out_dim), SMALL_M + 1)
+                    (
+                        layers.map(|l| l.out_dim),
+                        Split::one_per_thread(SMALL_M + 1),
+                    )
                 };
-                for_each_chunk(&pool, ys, row_lens, grain, cost, |j, rows, out| {
+                for_each_chunk(&pool, ys, row_lens, split, cost, |j, rows, out| {
                     let l = layers[j];
                     if m == 1 {
                         l.compute(&input, 0..1, rows, out, &mut Vec::new())
@@ -431,7 +434,7 @@ impl Linear {
     }
 }
 
-/// Decode output features per thread at least.
+/// Decode output features per chunk at least.
 const FEATURE_GRAIN: usize = 32;
 
 /// A projection's input as its weights need it: f32 rows, or rows of quantized

@@ -23,7 +23,7 @@ use crate::ffn::{Ffn, FfnScratch};
 use crate::kv_cache::{KvCache, KvDtype, KvElement, KvSlices};
 use crate::linear::{Linear, LinearScratch};
 use crate::ops::{rms_norm_in_place, rms_norm_rows, softcap};
-use crate::parallel::for_each_task;
+use crate::parallel::{Split, for_each_task};
 use crate::prefill_attention::{self, PrefillScratch};
 use crate::rope::Rope;
 
@@ -427,7 +427,7 @@ fn attend<T: KvElement + Weight + Sync>(
                 pool,
                 [scores, &mut *partials],
                 [spec.block_scores_len(start), spec.partial_len()],
-                1,
+                Split::decode(1),
                 cost,
                 |pieces| match pieces {
                     [Some((blocks, scores)), Some((_, partials))] => {
