@@ -152,7 +152,6 @@ impl AttentionSpec {
             let lo = first + b * block;
             (lo, block.min(pos + 1 - lo))
         };
-        let (scores, partials) = (&mut scores[..blocks.len() * slen], &mut partials[..]);
         for ((b, scores), partial) in blocks
             .clone()
             .zip(scores.chunks_exact_mut(slen))

@@ -24,11 +24,13 @@ use crate::error::{Error, Result};
 /// The most chunks one split uses (pools with more threads use this many).
 const MAX_CHUNKS: usize = 64;
 
-/// Chunks per thread of a decode step's splits. Measured with Qwen3-0.6B Q8_0 on two
-/// threads while other tenants loaded the machine (three interleaved rounds of four
-/// 32-token decodes): 22–46 tokens/s with one chunk per thread, 30–43 with two,
-/// 29–44 with four (medians 31, 40, 41); the quiet machine's speed is unchanged.
-pub(crate) const DECODE_CHUNKS_PER_THREAD: usize = 4;
+/// Chunks per thread of a decode step's splits. Measured with Qwen3-0.6B on two
+/// threads (medians of 9–12 32-token decodes after a 64-token prompt, in interleaved
+/// rounds): while other tenants loaded the machine, Q8_0 decoded at 31 tok/s with one
+/// chunk per thread, 40 with two, 41 with four; on the quiet machine Q4_0 at 79.0,
+/// 76.5 and 70.0 (each chunk restarts its weight streams) and Q8_0 at 48.6, 48.2
+/// and 47.0. Two keeps most of the gain under load for 3 % when quiet.
+pub(crate) const DECODE_CHUNKS_PER_THREAD: usize = 2;
 
 /// How a phase is cut into chunks.
 #[derive(Clone, Copy, Debug)]
@@ -156,7 +158,7 @@ mod tests {
         assert_eq!(one.count(18, 2), 2);
         assert_eq!(one.count(1000, 3), 3);
         assert_eq!(one.count(0, 3), 1);
-        assert_eq!(Split::decode(9).count(1000, 3), 12);
+        assert_eq!(Split::decode(9).count(1000, 3), 6);
         assert_eq!(Split::decode(9).count(1000, 40), MAX_CHUNKS);
         let pool = ThreadPool::new(3).unwrap().with_min_parallel_cost(0);
         let (mut a, mut b) = (vec![0.0f32; 7 * 4], vec![0.0f32; 100]);
