@@ -342,15 +342,9 @@ mod tests {
 
     /// Deterministic values in [-2, 2).
     fn noise(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 22) as f32 - 2.0
-            })
-            .collect()
+        let mut v = vec![0.0; n];
+        rml_kernels::testing::Rng::new(seed).fill(&mut v, -2.0, 2.0);
+        v
     }
 
     /// Attention of one query at `pos` straight from the definition, in f64: scaled

@@ -186,12 +186,13 @@ fn decode_split_across_threads_gives_identical_logits() {
         Model::open(fixture("mixtral")).unwrap(),
         q8,
     ] {
-        let run = |pool: Option<Arc<ThreadPool>>| {
-            let mut cache = model.new_cache(12);
-            let mut ws = model.workspace(4, 12).unwrap();
+        // The prompt's logits, then those of four decoded tokens.
+        let decode = |prompt: &[u32], pool: Option<Arc<ThreadPool>>| {
+            let mut cache = model.new_cache(prompt.len() + 4);
+            let mut ws = model.workspace(prompt.len(), prompt.len() + 4).unwrap();
             ws.set_pool(pool);
             let mut out = model
-                .forward_with(&[7, 8, 9], &mut cache, &mut ws, Logits::All)
+                .forward_with(prompt, &mut cache, &mut ws, Logits::All)
                 .unwrap()
                 .to_vec();
             for tok in [10, 11, 12, 13] {
@@ -203,27 +204,13 @@ fn decode_split_across_threads_gives_identical_logits() {
             }
             out
         };
-        assert_eq!(run(Some(pool.clone())), run(None));
+        assert_eq!(
+            decode(&[7, 8, 9], Some(pool.clone())),
+            decode(&[7, 8, 9], None)
+        );
         // Decode after 48 positions: attention's two blocks of positions split too.
-        let long = |pool: Option<Arc<ThreadPool>>| {
-            let prompt: Vec<u32> = (20..68).collect();
-            let mut cache = model.new_cache(52);
-            let mut ws = model.workspace(48, 52).unwrap();
-            ws.set_pool(pool);
-            model
-                .forward_with(&prompt, &mut cache, &mut ws, Logits::Last)
-                .unwrap();
-            let mut out = Vec::new();
-            for tok in [10, 11, 12, 13] {
-                out.extend_from_slice(
-                    model
-                        .forward_with(&[tok], &mut cache, &mut ws, Logits::Last)
-                        .unwrap(),
-                );
-            }
-            out
-        };
-        assert_eq!(long(Some(pool.clone())), long(None));
+        let long: Vec<u32> = (20..68).collect();
+        assert_eq!(decode(&long, Some(pool.clone())), decode(&long, None));
         // Prefill token rows split across threads (20 rows: 2 chunks of 10).
         let prefill = |pool: Option<Arc<ThreadPool>>| {
             let prompt: Vec<u32> = (20..40).collect();
