@@ -91,9 +91,10 @@ pub struct Workspace {
 
 impl Workspace {
     /// Splits projections (decode: output features; prefill: token rows) and decode
-    /// attention's blocks of positions across `pool`'s threads, or back to the calling thread only
-    /// with `None`. Logits do not depend on the thread count. After the first call
-    /// (which starts the pool's team), calls allocate nothing on the calling thread.
+    /// attention's blocks of positions across `pool`'s threads, or back to the
+    /// calling thread only with `None`. Logits do not depend on the thread count.
+    /// After the first call (which starts the pool's team), calls allocate nothing on
+    /// the calling thread.
     pub fn set_pool(&mut self, pool: Option<Arc<ThreadPool>>) {
         self.lin.set_pool(pool.clone());
         self.ffn.set_pool(pool);
