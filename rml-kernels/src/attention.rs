@@ -285,79 +285,67 @@ fn score_row<V: Simd, R: Row>(
     let hd = g.head_dim;
     let [row] = block::<R, 1>(keys, r, g.kv_heads * hd);
     for j in 0..g.kv_heads {
-        let k = [&row[j * hd..][..hd]];
+        let k = &row[j * hd..][..hd];
         for (h, pair) in head_pairs(g, j) {
             if pair {
-                let d = dots::<V, R, 1, 2, 2>(&k, q, h, hd);
+                let d = dots::<V, R, 2, 2>(k, q, h, hd);
                 put_scores(scale, d, h, r, scores, ld);
             } else {
-                let d = dots::<V, R, 1, 1, 4>(&k, q, h, hd);
+                let d = dots::<V, R, 1, 4>(k, q, h, hd);
                 put_scores(scale, d, h, r, scores, ld);
             }
         }
     }
 }
 
-/// Stores `scale ·` the dot products `d` of query heads `h..h + M`, rows `r..r + N`.
+/// Stores `scale ·` the dot products `d` of query heads `h..h + M` with row `r`.
 #[inline(always)]
-fn put_scores<const N: usize, const M: usize>(
+fn put_scores<const M: usize>(
     scale: f32,
-    d: [[f32; N]; M],
+    d: [f32; M],
     h: usize,
     r: usize,
     scores: &mut [f32],
     ld: usize,
 ) {
     for (m, d) in d.into_iter().enumerate() {
-        scores[(h + m) * ld + r..][..N]
-            .iter_mut()
-            .zip(d)
-            .for_each(|(s, d)| *s = scale * d);
+        scores[(h + m) * ld + r] = scale * d;
     }
 }
 
-/// The dot products of query heads `h..h + M` with the key slices `k` of `N` rows:
-/// `N · M · P` independent accumulators (`P` partial sums over alternating vectors
-/// of the head), each key vector loaded once for the `M` heads and each query
-/// vector once for the `N` rows.
+/// The dot products of query heads `h..h + M` with the key slice `k`: `M · P`
+/// independent accumulators (`P` partial sums over alternating vectors of the
+/// head), each key vector loaded once for the `M` heads.
 #[inline(always)]
-fn dots<V: Simd, R: Row, const N: usize, const M: usize, const P: usize>(
-    k: &[&[R]; N],
+fn dots<V: Simd, R: Row, const M: usize, const P: usize>(
+    k: &[R],
     q: &[f32],
     h: usize,
     hd: usize,
-) -> [[f32; N]; M] {
+) -> [f32; M] {
     let qs: [&[f32]; M] = core::array::from_fn(|m| &q[(h + m) * hd..][..hd]);
-    let mut acc = [[[V::splat(0.0); P]; N]; M];
+    let mut acc = [[V::splat(0.0); P]; M];
     let l = V::LANES;
     let mut c = 0;
     while c + P * l <= hd {
         for p in 0..P {
-            let qv: [V; M] = core::array::from_fn(|m| V::load(&qs[m][c + p * l..]));
-            for i in 0..N {
-                let kv = R::load::<V>(&k[i][c + p * l..]);
-                for m in 0..M {
-                    acc[m][i][p] = qv[m].mul_add(kv, acc[m][i][p]);
-                }
+            let kv = R::load::<V>(&k[c + p * l..]);
+            for m in 0..M {
+                acc[m][p] = V::load(&qs[m][c + p * l..]).mul_add(kv, acc[m][p]);
             }
         }
         c += P * l;
     }
     while c < hd {
-        let qv: [V; M] = core::array::from_fn(|m| V::load(&qs[m][c..]));
-        for i in 0..N {
-            let kv = R::load::<V>(&k[i][c..]);
-            for m in 0..M {
-                acc[m][i][0] = qv[m].mul_add(kv, acc[m][i][0]);
-            }
+        let kv = R::load::<V>(&k[c..]);
+        for m in 0..M {
+            acc[m][0] = V::load(&qs[m][c..]).mul_add(kv, acc[m][0]);
         }
         c += l;
     }
     core::array::from_fn(|m| {
-        core::array::from_fn(|i| {
-            let sum = acc[m][i][1..].iter().fold(acc[m][i][0], |s, a| s.add(*a));
-            sum.reduce_sum()
-        })
+        let sum = acc[m][1..].iter().fold(acc[m][0], |s, a| s.add(*a));
+        sum.reduce_sum()
     })
 }
 
