@@ -85,11 +85,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         })
     };
     let (layers, positions, rounds) = (num(1, 28)?, num(2, 512)?, num(3, 7)?.max(1));
-    let dtype = match args.get(4).map(String::as_str) {
-        None | Some("f32") => KvDtype::F32,
-        Some("f16") => KvDtype::F16,
-        Some(other) => return Err(format!("KV type must be f32 or f16, not {other}").into()),
-    };
+    let dtype: KvDtype = args.get(4).map_or(Ok(KvDtype::F32), |s| s.parse())?;
     if positions == 0 {
         return Err("POSITIONS must be at least 1".into());
     }

@@ -40,11 +40,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let pp: usize = arg(args, 3, "PROMPT_TOKENS")?;
     let tg: usize = arg(args, 4, "DECODE_TOKENS")?;
     let reps: usize = arg(args, 5, "REPS")?;
-    let dtype = match args.get(6).map(String::as_str) {
-        None | Some("f32") => KvDtype::F32,
-        Some("f16") => KvDtype::F16,
-        Some(other) => return Err(format!("KV type must be f32 or f16, not {other}").into()),
-    };
+    let dtype: KvDtype = args.get(6).map_or(Ok(KvDtype::F32), |s| s.parse())?;
     let model = Model::open(path)?;
     let vocab = model.config().vocab_size;
     let prompt: Vec<u32> = (0..pp).map(|i| ((i * 7919 + 13) % vocab) as u32).collect();

@@ -23,6 +23,21 @@ pub enum KvDtype {
     F16,
 }
 
+impl std::str::FromStr for KvDtype {
+    type Err = Error;
+
+    /// `f32` or `f16`, as `rml-llm bench --cache-type` and the examples spell them.
+    fn from_str(name: &str) -> Result<KvDtype> {
+        match name {
+            "f32" => Ok(KvDtype::F32),
+            "f16" => Ok(KvDtype::F16),
+            other => Err(Error::Input(format!(
+                "KV cache type must be f32 or f16, not {other:?}"
+            ))),
+        }
+    }
+}
+
 /// A value type the cache can hold.
 pub trait KvElement: Copy + Default + Send + Sync + 'static {
     /// From f32 (rounded to nearest).

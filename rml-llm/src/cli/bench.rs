@@ -53,30 +53,13 @@ pub struct BenchCommand {
     /// llama-bench's `-d`: decode speed after a long prompt.
     #[arg(short = 'd', long, value_delimiter = ',', default_value = "0")]
     n_depth: Vec<usize>,
-    /// Element type of the key/value cache.
-    #[arg(long, value_enum, default_value = "f32")]
-    cache_type: CacheType,
+    /// Element type of the key/value cache: f32 or f16 (2 bytes per value, as
+    /// llama.cpp's default cache).
+    #[arg(long, default_value = "f32")]
+    cache_type: KvDtype,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "md")]
     output: Output,
-}
-
-/// The key/value cache's element type, as `--cache-type` names it.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum CacheType {
-    /// 4 bytes per value.
-    F32,
-    /// 2 bytes per value, as llama.cpp's default cache.
-    F16,
-}
-
-impl CacheType {
-    fn dtype(self) -> KvDtype {
-        match self {
-            CacheType::F32 => KvDtype::F32,
-            CacheType::F16 => KvDtype::F16,
-        }
-    }
 }
 
 /// One test's figures.
@@ -156,7 +139,7 @@ impl BenchCommand {
                         pool: &pool,
                         depth,
                         batch: self.batch,
-                        dtype: self.cache_type.dtype(),
+                        dtype: self.cache_type,
                     };
                     let samples = self.repeat(|| run.time(test, n))?;
                     let name = format!("{}{n}", test.prefix());
