@@ -80,6 +80,61 @@ def erf_table():
     print("];")
 
 
+def rust_f32(x):
+    """The shortest decimal that reads back as f32 `x`, digits grouped by 3 as in
+    src/math.rs (for example `-0.019_444_201`, `1.635_691_8e-6`)."""
+    text = np.format_float_scientific(np.float32(x), unique=True, exp_digits=1)
+    mantissa, exponent = text.split("e")
+    exponent = int(exponent)
+    if -5 <= exponent < 0 or exponent == 0:
+        text, exponent = np.format_float_positional(np.float32(x), unique=True), None
+        mantissa = text
+    sign = "-" if mantissa.startswith("-") else ""
+    whole, _, frac = mantissa.lstrip("-").partition(".")
+    frac = "_".join(frac[k:k + 3] for k in range(0, len(frac), 3)) or "0"
+    tail = f"e{exponent}" if exponent is not None else ""
+    return f"{sign}{whole}.{frac}{tail}"
+
+
+def gelu_table():
+    """Phi(-a) = c_i + t P_i(t), t = a - i/2, i = round(2a), a = |x| < 3.75 (AVX2 GELU).
+
+    Phi(-a) = erfc(a/sqrt2)/2 is the standard normal's lower tail, so GELU is
+    `x Phi(-a)` for x < 0 and `x - x Phi(-a)` otherwise. Interval i covers
+    [i/2 - 1/4, i/2 + 1/4] (interval 0: [0, 1/4]). `c_i` is Phi(-i/2) rounded to f32
+    and the degree-6 `P_i` is fitted to the relative error of Phi(-a), its
+    coefficients rounded to f32 one at a time (lowest degree first), each round
+    followed by a refit of the higher ones, so the later fits absorb the
+    rounding. Printed as one row per coefficient (highest degree first, then
+    `c_i`), eight intervals per row: the `vpermps` tables.
+    """
+    phi = np.vectorize(lambda a: 0.5 * math.erfc(a / math.sqrt(2.0)))
+    degree = 6
+    rows = [[] for _ in range(degree + 1)]
+    worst = 0.0
+    for i in range(8):
+        a = cheb_grid(max(0.5 * i - 0.25, 0.0), 0.5 * i + 0.25)
+        t = a - 0.5 * i
+        ci = float(np.float32(phi(0.5 * i)))
+        v = np.vander(t, degree, increasing=True) * t[:, None]
+        target, weight = phi(a) - ci, 1.0 / phi(a)
+        fixed = []
+        for k in range(degree):
+            done = v[:, :k] @ np.array(fixed) if fixed else 0.0
+            c = lawson_basis(v[:, k:], target - done, weight)
+            fixed.append(float(np.float32(c[0])))
+        c32 = np.array(fixed)
+        worst = max(worst, np.max(np.abs((v @ c32 + ci - phi(a)) / phi(a))))
+        for k, coef in enumerate(c32[::-1]):
+            rows[k].append(coef)
+        rows[degree].append(ci)
+    print(f"// GELU_T: degree 6 per interval, max relative error {worst:.3e}")
+    print(f"const GELU_T: [[f32; 8]; {degree + 1}] = [")
+    for r in rows:
+        print("    [" + ", ".join(rust_f32(x) for x in r) + "],")
+    print("];")
+
+
 def report(name, c, u, target, weight):
     c32 = c.astype(np.float32).astype(np.float64)
     v = np.vander(u, len(c), increasing=True)
@@ -134,6 +189,7 @@ def main():
     report("ERFC_G", lawson(t, g, 1.0 / g, 10), t, g, 1.0 / g)
 
     erf_table()
+    gelu_table()
 
 
 if __name__ == "__main__":

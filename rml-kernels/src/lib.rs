@@ -20,6 +20,7 @@ pub mod quant;
 
 pub mod chain;
 pub mod convert;
+pub mod copy;
 pub mod elementwise;
 pub mod math;
 pub mod norm;

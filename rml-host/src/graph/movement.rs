@@ -8,6 +8,7 @@
 use rml_core::ops::layout::resolve_slice;
 use rml_core::shape::normalize_axis;
 use rml_core::{DType, MAX_RANK, Shape};
+use rml_kernels::copy::copy;
 
 use super::arena::{MAX_IO, split};
 use super::buffer::Buffer;
@@ -76,7 +77,7 @@ impl Layout {
         loop {
             let (s0, d0) = (s as usize, d as usize);
             if ss == 1 && ds == 1 {
-                dst[d0..d0 + n].copy_from_slice(&src[s0..s0 + n]);
+                copy(&src[s0..s0 + n], &mut dst[d0..d0 + n]).expect("equal ranges");
             } else if ds == 1 && ss == 0 {
                 dst[d0..d0 + n].fill(src[s0]);
             } else {
@@ -346,7 +347,7 @@ fn gather(
         for (k, &i) in indices.iter().enumerate() {
             let from = ((o * len + resolve(i)?) * inner) * width;
             let to = ((o * n_ids + k) * inner) * width;
-            io.out[to..to + block].copy_from_slice(&src[from..from + block]);
+            copy(&src[from..from + block], &mut io.out[to..to + block]).expect("equal ranges");
         }
     }
     Some(())

@@ -13,6 +13,7 @@ use rml_core::ops::compare;
 use rml_core::ops::unary::{self, UnaryOp};
 
 use rml_kernels::chain::binary_chain;
+use rml_kernels::copy::copy;
 use rml_kernels::elementwise::{self, Operand};
 
 use super::fuse::{
@@ -192,7 +193,7 @@ fn evaluate<'a>(instr: &Instr, dst: Reg, d: &mut [f32], arg: impl Fn(Reg) -> &'a
             // arm so the compiler specializes the loop.
             if let Some(kernel) = vector_kernel(f) {
                 if src != dst {
-                    d.copy_from_slice(arg(src));
+                    copy(arg(src), d).expect("a tile's operands have its length");
                 }
                 kernel(d);
                 return;
@@ -215,7 +216,7 @@ fn evaluate<'a>(instr: &Instr, dst: Reg, d: &mut [f32], arg: impl Fn(Reg) -> &'a
             }
         }),
         Instr::ToBool { src, .. } => map1(d, arg(src), |x| f32::from(u8::from(x != 0.0))),
-        Instr::Copy { src, .. } => d.copy_from_slice(arg(src)),
+        Instr::Copy { src, .. } => copy(arg(src), d).expect("a tile's operands have its length"),
         Instr::Chain { a, b, c, ops, .. } => {
             // Built from arithmetic ops alone (`fuse::chain_binaries`).
             let ops = ops.map(|f| vector_binary(f).expect("chains are arithmetic"));
@@ -291,7 +292,7 @@ fn load<'a>(
 fn store(s: &[f32], out: &mut DataMut<'_>, start: usize) {
     let n = s.len();
     match out {
-        DataMut::F32(v) => v[start..start + n].copy_from_slice(s),
+        DataMut::F32(v) => copy(s, &mut v[start..start + n]).expect("a tile fits its output"),
         DataMut::Bool(v) => {
             for (o, &x) in v[start..start + n].iter_mut().zip(s) {
                 *o = u8::from(x != 0.0);
