@@ -97,10 +97,11 @@ def rust_f32(x):
 
 
 def gelu_table():
-    """Phi(-a) = c_i + t P_i(t), t = a - i/2, i = round(2a), a = |x| < 3.75 (AVX2 GELU).
+    """-Phi(-a) = c_i + t P_i(t), t = a - i/2, i = round(2a), a = |x| < 3.75 (AVX2 GELU).
 
     Phi(-a) = erfc(a/sqrt2)/2 is the standard normal's lower tail, so GELU is
-    `x Phi(-a)` for x < 0 and `x - x Phi(-a)` otherwise. Interval i covers
+    `relu(x) - a Phi(-a)`: the table holds -Phi(-a) so that the last step is one
+    FMA (the fit is that of Phi(-a), negated when printed). Interval i covers
     [i/2 - 1/4, i/2 + 1/4] (interval 0: [0, 1/4]). `c_i` is Phi(-i/2) rounded to f32
     and the degree-6 `P_i` is fitted to the relative error of Phi(-a), its
     coefficients rounded to f32 one at a time (lowest degree first), each round
@@ -131,7 +132,7 @@ def gelu_table():
     print(f"// GELU_T: degree 6 per interval, max relative error {worst:.3e}")
     print(f"const GELU_T: [[f32; 8]; {degree + 1}] = [")
     for r in rows:
-        print("    [" + ", ".join(rust_f32(x) for x in r) + "],")
+        print("    [" + ", ".join(rust_f32(-x) for x in r) + "],")
     print("];")
 
 

@@ -452,81 +452,81 @@ pub(crate) fn erf_v<V: Simd>(x: V) -> V {
 /// GELU's table range: `|x| < 3.75`, where [`gelu_table_v`] applies.
 const GELU_TABLE_MAX: f32 = 3.75;
 
-/// `Phi(-a) = c_i + t P_i(t)` (the standard normal's lower tail, `erfc(a/sqrt2)/2`)
-/// on eight intervals (see `gelu_table_v`): rows 0-5 are the coefficients of the
-/// degree-6 `P_i`, highest degree first, row 6 the `c_i` (`Phi(-i/2)` in f32);
-/// column `i` is interval `i`. Max relative error 1.03e-7 in float64 with these
+/// `-Phi(-a) = c_i + t P_i(t)` (minus the standard normal's lower tail,
+/// `erfc(a/sqrt2)/2`) on eight intervals (see `gelu_table_v`): rows 0-5 are the
+/// coefficients of the degree-6 `P_i`, highest degree first, row 6 the `c_i`
+/// (`-Phi(-i/2)` in f32); column `i` is interval `i`. Max relative error 1.03e-7 in float64 with these
 /// f32 coefficients (`scripts/fit_math.py`).
 const GELU_T: [[f32; 8]; 7] = [
     [
-        0.001_394_958_6,
-        0.002_673_986_1,
-        0.001_770_407,
-        -0.000_850_408,
-        -0.001_321_910_1,
-        -0.000_495_811_17,
-        0.000_112_293_32,
-        0.000_176_702_57,
+        -0.001_394_958_6,
+        -0.002_673_986_1,
+        -0.001_770_407,
+        0.000_850_408,
+        0.001_321_910_1,
+        0.000_495_811_17,
+        -0.000_112_293_32,
+        -0.000_176_702_57,
     ],
     [
-        -0.010_595_649,
-        -0.004_568_007_3,
-        0.003_963_401,
-        0.005_818_682_7,
-        0.002_259_376_7,
-        -0.000_640_596_67,
-        -0.001_099_478_6,
-        -0.000_580_656_87,
+        0.010_595_649,
+        0.004_568_007_3,
+        -0.003_963_401,
+        -0.005_818_682_7,
+        -0.002_259_376_7,
+        0.000_640_596_67,
+        0.001_099_478_6,
+        0.000_580_656_87,
     ],
     [
-        0.000_133_455_8,
-        -0.020_131_102,
-        -0.020_140_832,
-        -0.006_051_36,
-        0.004_497_476_4,
-        0.005_932_472,
-        0.003_323_543_1,
-        0.001_177_487_8,
+        -0.000_133_455_8,
+        0.020_131_102,
+        0.020_140_832,
+        0.006_051_36,
+        -0.004_497_476_4,
+        -0.005_932_472,
+        -0.003_323_543_1,
+        -0.001_177_487_8,
     ],
     [
-        0.066_476_11,
-        0.044_008_13,
-        1.635_691_8e-6,
-        -0.026_981_696,
-        -0.026_995_64,
-        -0.015_337_931,
-        -0.005_909_361,
-        -0.001_636_227_7,
+        -0.066_476_11,
+        -0.044_008_13,
+        -1.635_691_8e-6,
+        0.026_981_696,
+        0.026_995_64,
+        0.015_337_931,
+        0.005_909_361,
+        0.001_636_227_7,
     ],
     [
-        6.970_736e-7,
-        0.088_015_296,
-        0.120_984_785,
-        0.097_137_71,
-        0.053_991,
-        0.021_910_401,
-        0.006_647_778_7,
-        0.001_527_189_6,
+        -6.970_736e-7,
+        -0.088_015_296,
+        -0.120_984_785,
+        -0.097_137_71,
+        -0.053_991,
+        -0.021_910_401,
+        -0.006_647_778_7,
+        -0.001_527_189_6,
     ],
     [
-        -0.398_942_3,
-        -0.352_065_32,
-        -0.241_970_73,
-        -0.129_517_6,
-        -0.053_990_968,
-        -0.017_528_297,
-        -0.004_431_847,
-        -0.000_872_682_95,
+        0.398_942_3,
+        0.352_065_32,
+        0.241_970_73,
+        0.129_517_6,
+        0.053_990_968,
+        0.017_528_297,
+        0.004_431_847,
+        0.000_872_682_95,
     ],
     [
-        0.5,
-        0.308_537_54,
-        0.158_655_26,
-        0.066_807_2,
-        0.022_750_132,
-        0.006_209_665_4,
-        0.001_349_898,
-        0.000_232_629_09,
+        -0.5,
+        -0.308_537_54,
+        -0.158_655_26,
+        -0.066_807_2,
+        -0.022_750_132,
+        -0.006_209_665_4,
+        -0.001_349_898,
+        -0.000_232_629_09,
     ],
 ];
 
@@ -584,19 +584,21 @@ pub(crate) fn gelu_v<V: Simd>(x: V) -> V {
         return gelu_formula_v(x);
     }
     let a = x.abs();
-    let table = gelu_table_v(x, a.min_bound(GELU_TABLE_MAX));
+    let table = gelu_table_v(x, a);
     if a.all_in(0.0, GELU_TABLE_MAX) {
         return table;
     }
     V::select(a.lt(V::splat(GELU_TABLE_MAX)), table, gelu_formula_v(x))
 }
 
-/// GELU as `x Phi(x)` with the normal tail `Phi(-a)`, `a = |x|` (clamped by the
-/// caller to `GELU_TABLE_MAX`), a piecewise polynomial: `Phi(-a) = c_i + t
-/// P_i(t)`, `i = round(2a)` (at most 7), `t = a - i/2` (exact); then `x Phi(-a)`
-/// for `x < 0` and `x - x Phi(-a)` otherwise. Neither side cancels: the
-/// negative tail keeps its relative precision, and `Phi(-a) <= 1/2`. No
-/// division and no exponential, against [`gelu_formula_v`]'s one of each.
+/// GELU as `relu(x) - a Phi(-a)`, `a = |x|`, with the normal tail `Phi(-a)` from
+/// a piecewise polynomial: `-Phi(-a) = c_i + t P_i(t)` ([`GELU_T`], negated so
+/// the last step is one FMA), `i = round(2a)`, `t = a - i/2` (exact). For `x < 0`
+/// that is `x Phi(x)`, for `x >= 0` it is `x - x Phi(-x)`, rounded once; neither
+/// side cancels (the negative tail keeps its relative precision, and `Phi(-a) <=
+/// 1/2`). No division and no exponential, against [`gelu_formula_v`]'s one of
+/// each. Lanes with `a >= GELU_TABLE_MAX` (their index leaves the table) and NaN
+/// get garbage, which the caller replaces.
 #[inline(always)]
 fn gelu_table_v<V: Simd>(x: V, a: V) -> V {
     let s = a.add(a).add(V::splat(ROUND_MAGIC));
@@ -605,8 +607,8 @@ fn gelu_table_v<V: Simd>(x: V, a: V) -> V {
     for row in &GELU_T[1..] {
         p = p.mul_add(t, s.lookup8(row));
     }
-    let m = x.mul(p);
-    V::select(x.lt(V::splat(0.0)), m, x.sub(m))
+    let zero = V::splat(0.0);
+    a.mul_add(p, V::select(zero.lt(x), x, zero))
 }
 
 /// `x/2 (1 + erf(x / sqrt 2))` as `x/2 erfc(-x/sqrt2)` with `erfc(a) = e^{-a^2}

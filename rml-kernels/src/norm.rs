@@ -23,7 +23,8 @@ fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
 }
 
 /// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,
-/// absent beta = 0).
+/// absent beta = 0). Picks a loop per combination of present parameters, so no
+/// loop tests an `Option` per vector.
 #[inline(always)]
 fn affine_row<V: Simd>(
     x: &[f32],
@@ -33,42 +34,52 @@ fn affine_row<V: Simd>(
     gamma: Option<&[f32]>,
     beta: Option<&[f32]>,
 ) {
+    let (sh, sc) = (shift, scale);
+    match (gamma, beta) {
+        (Some(g), Some(b)) => affine_cols::<V, true, true>(x, y, sh, sc, g, b),
+        (Some(g), None) => affine_cols::<V, true, false>(x, y, sh, sc, g, &[]),
+        (None, Some(b)) => affine_cols::<V, false, true>(x, y, sh, sc, &[], b),
+        (None, None) => affine_cols::<V, false, false>(x, y, sh, sc, &[], &[]),
+    }
+}
+
+/// [`affine_row`] with `gamma` present when `G` (else 1) and `beta` when `B`
+/// (else 0): the same `mul_add` either way, so the same bits.
+#[inline(always)]
+fn affine_cols<V: Simd, const G: bool, const B: bool>(
+    x: &[f32],
+    y: &mut [f32],
+    shift: f32,
+    scale: f32,
+    gamma: &[f32],
+    beta: &[f32],
+) {
     let l = V::LANES;
     let n = x.len();
     let main = n - n % l;
     let (sh, sc) = (V::splat(shift), V::splat(scale));
-    let one = [1.0f32; crate::simd::MAX_LANES];
-    let zero = [0.0f32; crate::simd::MAX_LANES];
-    let mut i = 0;
-    while i < main {
-        let g = gamma.map_or(
-            V::load(&one),
-            #[inline(always)]
-            |g| V::load(&g[i..]),
-        );
-        let b = beta.map_or(
-            V::load(&zero),
-            #[inline(always)]
-            |b| V::load(&b[i..]),
-        );
-        V::load(&x[i..])
-            .sub(sh)
-            .mul(sc)
-            .mul_add(g, b)
-            .store(&mut y[i..]);
-        i += l;
+    let (one, zero) = (V::splat(1.0), V::splat(0.0));
+    // An absent parameter iterates over `x` instead (never read), so one zip of
+    // exact chunks covers every case with no bounds check inside the loop.
+    let (gs, bs) = (if G { gamma } else { x }, if B { beta } else { x });
+    let rows = x[..main].chunks_exact(l).zip(y[..main].chunks_exact_mut(l));
+    let params = gs[..main].chunks_exact(l).zip(bs[..main].chunks_exact(l));
+    for ((xc, yc), (gc, bc)) in rows.zip(params) {
+        let g = if G { V::load(gc) } else { one };
+        let b = if B { V::load(bc) } else { zero };
+        V::load(xc).sub(sh).mul(sc).mul_add(g, b).store(yc);
     }
     if main < n {
-        let g = gamma.map_or(
-            V::load(&one),
-            #[inline(always)]
-            |g| load_tail::<V>(&g[main..], 1.0),
-        );
-        let b = beta.map_or(
-            V::load(&zero),
-            #[inline(always)]
-            |b| load_tail::<V>(&b[main..], 0.0),
-        );
+        let g = if G {
+            load_tail::<V>(&gamma[main..], 1.0)
+        } else {
+            one
+        };
+        let b = if B {
+            load_tail::<V>(&beta[main..], 0.0)
+        } else {
+            zero
+        };
         let v = load_tail::<V>(&x[main..], 0.0)
             .sub(sh)
             .mul(sc)
