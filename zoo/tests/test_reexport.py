@@ -3,8 +3,10 @@
 ``graph.json``, ``weights.safetensors`` and ``inputs.npz`` must match byte for byte:
 they depend only on the exporters and the seeded weights. ``expected.npz`` holds the
 framework's own outputs, whose last bits depend on the CPU's kernels (oneDNN, Eigen and
-XLA pick code paths by instruction set), so it is compared to ``rtol = atol = 1e-6``
-instead; its member names and dtypes must match exactly.
+XLA pick code paths by instruction set), so it is compared with ``rtol = 1e-5`` and
+``atol = 1e-5 * max(1, max |committed|)`` instead (fixtures written on an AVX-512 Zen 4
+and re-exported on an AVX2 Zen 3 differed by up to 5.2e-6 on tiny_gpt's outputs of
+magnitude 14, in all three frameworks); member names and dtypes must match exactly.
 """
 
 from pathlib import Path
@@ -31,7 +33,8 @@ def test_reexport_matches_committed(name, framework, tmp_path: Path):
     assert list(got) == list(want)
     for key in want:
         assert got[key].dtype == want[key].dtype
-        np.testing.assert_allclose(got[key], want[key], rtol=1e-6, atol=1e-6,
+        scale = max(1.0, float(np.max(np.abs(want[key]), initial=0.0)))
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-5 * scale,
                                    err_msg=f"{name}/{framework}: expected.npz[{key}]")
 
 
