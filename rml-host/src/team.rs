@@ -20,8 +20,13 @@ use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-/// How long a waiting thread spins before it parks, unless [`SPIN_ENV`] says.
-pub const SPIN: Duration = Duration::from_micros(50);
+/// How long a waiting thread spins before it parks, unless [`SPIN_ENV`] says. A
+/// park costs its wake-up (about 33 µs on this project's machine) and a cold
+/// restart after it (the first ~100 µs of work ran up to 1.6× slower), so spinning
+/// up to 200 µs spends at most about twice what parking would (the ski-rental
+/// bound), while a 50 µs spin left 2-thread runs spaced ~1 ms apart slower than
+/// 1-thread ones (docs/graph-executor.md, session 9).
+pub const SPIN: Duration = Duration::from_micros(200);
 
 /// The environment variable that sets the spin time in microseconds (0: park at
 /// once, the better choice when the machine has more runnable threads than cores).

@@ -29,7 +29,7 @@ use super::constants::ConstantValues;
 use super::conv::{ConvIo, ConvKind};
 use super::error::{GraphError, Site};
 use super::fold_bn::fold_batch_norms;
-use super::fuse::{Broadcast, Data, DataMut, MAX_OPERANDS, Program, Source};
+use super::fuse::{Broadcast, CacheAligned, Data, DataMut, MAX_OPERANDS, Program, Source};
 use super::group_norm::group_norm;
 use super::hoist::hoist_shared_linears;
 use super::interp::float::fill;
@@ -1169,7 +1169,8 @@ fn windowed(
 thread_local! {
     /// Each thread's block for a staged row norm's rows (8 KiB, in thread-local
     /// storage, not on the heap).
-    static NORM_ROWS: RefCell<[f32; NORM_BLOCK]> = const { RefCell::new([0.0; NORM_BLOCK]) };
+    static NORM_ROWS: RefCell<CacheAligned<[f32; NORM_BLOCK]>> =
+        const { RefCell::new(CacheAligned([0.0; NORM_BLOCK])) };
 }
 
 impl Rows<'_> {
@@ -1242,7 +1243,7 @@ impl Rows<'_> {
                     let epilogue = &mut epilogue;
                     if *staged {
                         NORM_ROWS.with_borrow_mut(|b| {
-                            let y = &mut b[..window.len()];
+                            let y = &mut b.0[..window.len()];
                             normalize(range, y);
                             windowed(outs, window, Some(y), |w| epilogue(w, (first + r) * cols));
                         });

@@ -17,7 +17,8 @@ use rml_kernels::copy::copy;
 use rml_kernels::elementwise::{self, Operand};
 
 use super::fuse::{
-    Broadcast, Data, DataMut, Instr, MAX_OPERANDS, MAX_REGS, Program, Reg, Registers, Source, TILE,
+    Broadcast, CacheAligned, Data, DataMut, Instr, MAX_OPERANDS, MAX_REGS, Program, Reg, Registers,
+    Source, TILE,
 };
 
 impl Program {
@@ -39,7 +40,7 @@ impl Program {
     /// output slice covering exactly that range, on the calling thread's register
     /// file (held for the thread's life, so a run neither allocates nor zeroes it).
     pub fn run(&self, sources: &[Source<'_>], outs: &mut [DataMut<'_>], base: usize) {
-        REGISTERS.with_borrow_mut(|regs| self.run_in(regs, sources, outs, base));
+        REGISTERS.with_borrow_mut(|regs| self.run_in(&mut regs.0, sources, outs, base));
     }
 
     /// Elements per tile for a run on `sources`: the register file cut into
@@ -162,7 +163,8 @@ const MAX_TILE: usize = 2048;
 thread_local! {
     /// Each thread's program registers (24 KiB, in thread-local storage, not on
     /// the heap).
-    static REGISTERS: RefCell<Registers> = const { RefCell::new([0.0; MAX_REGS * TILE]) };
+    static REGISTERS: RefCell<CacheAligned<Registers>> =
+        const { RefCell::new(CacheAligned([0.0; MAX_REGS * TILE])) };
 }
 
 /// Executes computing instruction `instr` on a tile of `n` elements, register `r`
