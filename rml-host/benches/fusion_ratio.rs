@@ -5,7 +5,10 @@
 //! only the graphs whose name contains `FILTER`).
 //!
 //! 1-thread runs are timed by the calling thread's CPU clock (what the step costs,
-//! whatever else the machine runs); 1 against 2 threads by the wall clock. (A process
+//! whatever else the machine runs); 1 against 2 threads by the wall clock, twice:
+//! interleaved with the other executors (the 2-thread team's worker parks between
+//! its runs, as in a server whose requests come a millisecond apart), and in turns
+//! of [`TURN`] runs back to back (as `rml-host bench` runs them). (A process
 //! CPU clock would not do: the 2-thread executor's worker spins for a while after
 //! each of its runs, into the next executor's run.) Prints medians with p10/p90 and
 //! the ratios of the medians.
@@ -53,6 +56,30 @@ fn interleaved(
     times
 }
 
+/// Runs per turn in [`in_turns`].
+const TURN: usize = 10;
+
+/// Wall times (µs) of executors `execs[which]` taking turns of [`TURN`] runs back
+/// to back, `rounds` runs each in all.
+fn in_turns(
+    execs: &mut [Executor],
+    which: [usize; 2],
+    inputs: &[rml_host::graph::DenseTensor],
+    rounds: usize,
+) -> [Vec<f64>; 2] {
+    let mut times: [Vec<f64>; 2] = Default::default();
+    for _ in 0..rounds.div_ceil(TURN) {
+        for (&e, t) in which.iter().zip(&mut times) {
+            for _ in 0..TURN {
+                let wall = Instant::now();
+                execs[e].run(inputs).unwrap();
+                t.push(wall.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+    }
+    times
+}
+
 fn compare(name: &str, doc: &Value, batch: usize, width: usize, rounds: usize) {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     if filter.is_some_and(|f| !name.contains(&f)) {
@@ -88,7 +115,7 @@ fn compare(name: &str, doc: &Value, batch: usize, width: usize, rounds: usize) {
     let w1 = spread(&mut t[0][1]);
     let w2 = spread(&mut t[2][1]);
     println!(
-        "{name}: fused, 1 vs 2 threads: wall {:.1} [{:.1}, {:.1}] vs {:.1} [{:.1}, {:.1}] ({:.2}x)",
+        "{name}: fused, 1 vs 2 threads, interleaved: wall {:.1} [{:.1}, {:.1}] vs {:.1} [{:.1}, {:.1}] ({:.2}x)",
         w1.0,
         w1.1,
         w1.2,
@@ -96,6 +123,18 @@ fn compare(name: &str, doc: &Value, batch: usize, width: usize, rounds: usize) {
         w2.1,
         w2.2,
         w2.0 / w1.0
+    );
+    let [mut b1, mut b2] = in_turns(&mut execs, [0, 2], &inputs, rounds);
+    let (b1, b2) = (spread(&mut b1), spread(&mut b2));
+    println!(
+        "{name}: fused, 1 vs 2 threads, in turns of {TURN}: wall {:.1} [{:.1}, {:.1}] vs {:.1} [{:.1}, {:.1}] ({:.2}x)",
+        b1.0,
+        b1.1,
+        b1.2,
+        b2.0,
+        b2.1,
+        b2.2,
+        b2.0 / b1.0
     );
 }
 
