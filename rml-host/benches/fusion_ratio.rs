@@ -112,10 +112,17 @@ fn compare(name: &str, doc: &Value, batch: usize, width: usize, rounds: usize) {
         u.2,
         u.0 / f.0
     );
-    let w1 = spread(&mut t[0][1]);
-    let w2 = spread(&mut t[2][1]);
+    print_threads(name, "interleaved", &mut t[0][1], &mut t[2][1]);
+    let [mut b1, mut b2] = in_turns(&mut execs, [0, 2], &inputs, rounds);
+    print_threads(name, &format!("in turns of {TURN}"), &mut b1, &mut b2);
+}
+
+/// Prints the wall times `one` (1 thread) and `two` (2 threads) of `mode`: median
+/// [p10, p90] of each and the ratio of the medians.
+fn print_threads(name: &str, mode: &str, one: &mut [f64], two: &mut [f64]) {
+    let (w1, w2) = (spread(one), spread(two));
     println!(
-        "{name}: fused, 1 vs 2 threads, interleaved: wall {:.1} [{:.1}, {:.1}] vs {:.1} [{:.1}, {:.1}] ({:.2}x)",
+        "{name}: fused, 1 vs 2 threads, {mode}: wall {:.1} [{:.1}, {:.1}] vs {:.1} [{:.1}, {:.1}] ({:.2}x)",
         w1.0,
         w1.1,
         w1.2,
@@ -123,18 +130,6 @@ fn compare(name: &str, doc: &Value, batch: usize, width: usize, rounds: usize) {
         w2.1,
         w2.2,
         w2.0 / w1.0
-    );
-    let [mut b1, mut b2] = in_turns(&mut execs, [0, 2], &inputs, rounds);
-    let (b1, b2) = (spread(&mut b1), spread(&mut b2));
-    println!(
-        "{name}: fused, 1 vs 2 threads, in turns of {TURN}: wall {:.1} [{:.1}, {:.1}] vs {:.1} [{:.1}, {:.1}] ({:.2}x)",
-        b1.0,
-        b1.1,
-        b1.2,
-        b2.0,
-        b2.1,
-        b2.2,
-        b2.0 / b1.0
     );
 }
 

@@ -546,14 +546,23 @@ const ROUND_MAGIC: f32 = 12_582_912.0;
 #[inline(always)]
 fn erf_table_v<V: Simd>(x: V) -> V {
     let a = x.abs().min_bound(4.0);
-    // NaN stays NaN through `s` and `t` (its lookup index is 0).
-    let s = a.add(a).min_bound(7.0).add(V::splat(ROUND_MAGIC));
+    // NaN stays NaN through the index and `t` (its lookup index is 0).
+    half_step_table(a, a.add(a).min_bound(7.0), &ERF_T).copysign(x)
+}
+
+/// The piecewise polynomial of a table like [`ERF_T`] at `a`: `c_i + t P_i(t)`
+/// with interval `i = round(two_a)` (the caller's `2a`, clamped as it needs),
+/// `t = a - i/2` (exact), the rows holding `P_i`'s coefficients highest degree
+/// first, then `c_i`, eight intervals per row (one [`Simd::lookup8`] each).
+#[inline(always)]
+fn half_step_table<V: Simd>(a: V, two_a: V, table: &[[f32; 8]]) -> V {
+    let s = two_a.add(V::splat(ROUND_MAGIC));
     let t = s.sub(V::splat(ROUND_MAGIC)).mul_add(V::splat(-0.5), a);
-    let mut p = s.lookup8(&ERF_T[0]);
-    for row in &ERF_T[1..6] {
+    let mut p = s.lookup8(&table[0]);
+    for row in &table[1..] {
         p = p.mul_add(t, s.lookup8(row));
     }
-    p.mul_add(t, s.lookup8(&ERF_T[6])).copysign(x)
+    p
 }
 
 /// GELU's common case: inputs in `[-GELU_FAST, GELU_FAST)`, where `e^{-x^2/2}`,
@@ -604,12 +613,7 @@ pub(crate) fn gelu_v<V: Simd>(x: V) -> V {
 /// get garbage, which the caller replaces.
 #[inline(always)]
 fn gelu_table_v<V: Simd>(x: V, a: V) -> V {
-    let s = a.add(a).add(V::splat(ROUND_MAGIC));
-    let t = s.sub(V::splat(ROUND_MAGIC)).mul_add(V::splat(-0.5), a);
-    let mut p = s.lookup8(&GELU_T[0]);
-    for row in &GELU_T[1..] {
-        p = p.mul_add(t, s.lookup8(row));
-    }
+    let p = half_step_table(a, a.add(a), &GELU_T);
     let zero = V::splat(0.0);
     a.mul_add(p, V::select(zero.lt(x), x, zero))
 }
