@@ -112,7 +112,8 @@ fn compare(name: &str, doc: &Value, batch: usize, width: usize, rounds: usize) {
         u.2,
         u.0 / f.0
     );
-    print_threads(name, "interleaved", &mut t[0][1], &mut t[2][1]);
+    let (mut one, mut two) = (std::mem::take(&mut t[0][1]), std::mem::take(&mut t[2][1]));
+    print_threads(name, "interleaved", &mut one, &mut two);
     let [mut b1, mut b2] = in_turns(&mut execs, [0, 2], &inputs, rounds);
     print_threads(name, &format!("in turns of {TURN}"), &mut b1, &mut b2);
 }
