@@ -164,6 +164,40 @@ def framework_modes(name, inputs, modes):
     return out, model
 
 
+def model_flops(model, inputs) -> int:
+    """Floating-point operations of one forward pass of the torch ``model`` on
+    ``inputs``, as torch's ``FlopCounterMode`` counts them: 2 per multiply-add of
+    the matmuls, convolutions and attention (elementwise work is not counted). With
+    the machine's FMA peak this says how near to compute-bound a cell runs."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    tin = {k: torch.from_numpy(v) for k, v in inputs.items()}
+    counter = FlopCounterMode(display=False)
+    with torch.inference_mode(), counter:
+        model(**tin)
+    return int(counter.get_total_flops())
+
+
+def add_flops(path: str) -> int:
+    """Fills in ``flops`` for every cell of the results file ``path`` that lacks it
+    (results of sweeps made before the count was recorded)."""
+    from zoo import torch_models, weights
+
+    results = json.loads(Path(path).read_text())
+    counted = {}
+    for cell in results["cells"]:
+        key = (cell["model"], cell["batch"])
+        if "flops" not in cell:
+            if key not in counted:
+                model = torch_models.build(cell["model"], "bench")
+                counted[key] = model_flops(model, weights.inputs(key[0], "bench", key[1]))
+            cell["flops"] = counted[key]
+    Path(path).write_text(json.dumps(results, indent=1) + "\n")
+    print(f"{path}: flops of {len(counted)} (model, batch) pairs filled in")
+    return 0
+
+
 def time_calls(call, runs: int):
     """``(median wall µs, mean CPU µs)`` of ``runs`` calls."""
     walls = []
@@ -184,6 +218,7 @@ def run_cell(name, batch, threads, args):
     cell = {"model": name, "batch": batch, "threads": threads, "modes": {}}
     modes = [m for m in MODES if m in args.modes]
     calls, model = framework_modes(name, inputs, modes)
+    cell["flops"] = model_flops(model, inputs)
     ref = calls["torch_eager"]()
     if "rml" in modes:
         try:
@@ -336,7 +371,11 @@ def main(argv=None) -> int:
     p.add_argument("--cache", default="/tmp/rml-bench-cache", help="exported graphs")
     p.add_argument("--rml-host", default=str(ROOT / "target" / "release" / "rml-host"))
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--add-flops", metavar="RESULTS",
+                   help="only fill in the FLOP counts of an existing results file")
     args = p.parse_args(argv)
+    if args.add_flops:
+        return add_flops(args.add_flops)
     args.models = args.models or list(QUICK_MODELS if args.quick else models.MODELS)
     args.batches = args.batches or ([1, 8] if args.quick else [1, 8, 64])
     args.repeats = args.repeats or (3 if args.quick else 7)

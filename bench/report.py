@@ -4,10 +4,14 @@ For each (model, batch, threads) cell the ratio is (fastest framework mode's tim
 (rml's time): above 1 rml wins. ``--metric cpu`` (default) uses process CPU time per
 run (all threads), ``wall`` the median wall-clock time. Prints Markdown (the per-cell
 table, geometric means per batch × threads row, cells won, the worst cell, and rml's
-2-thread / 1-thread wall ratio) and writes a PNG bar chart of the ratios.
+2-thread / 1-thread wall ratio) and writes a PNG bar chart of the ratios. With
+``--peak`` (the single-core FMA peak in GFLOP/s, as ``scripts/bench/gemm_peers.sh``
+measures it) and FLOP counts in the cells, it adds each cell's compute rate against
+that peak and its *ceiling*: the ratio rml would reach running the model's
+multiply-adds at the peak, which bounds what any kernel work can buy in that cell.
 
     python bench/report.py RESULTS.json [MORE.json …] [--metric cpu|wall]
-        [--plot docs/benchmarks.png] [--merged-out MERGED.json]
+        [--peak GFLOPS] [--plot docs/benchmarks.png] [--merged-out MERGED.json]
 """
 
 import argparse
@@ -96,6 +100,28 @@ def markdown(results: dict, metric: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def compute_rates(results: dict, metric: str, peak: float) -> str:
+    """Markdown: per cell, the FLOPs of one run, rml's and the fastest framework's
+    GFLOP/s and their share of the FMA peak (``peak`` GFLOP/s per core; per CPU-second
+    under the cpu metric, times the thread count under wall), and the ceiling ratio
+    (fastest framework time / time at the peak)."""
+    rows = [r for r in ratios(results["cells"], metric) if r[0].get("flops")]
+    if not rows:
+        return ""
+    out = ["", f"Compute rate ({metric} time; FMA peak {peak:g} GFLOP/s per core; "
+           "ceiling = the ratio at the peak):", "",
+           "| model | batch | threads | GFLOP | rml GFLOP/s | % peak | fastest GFLOP/s "
+           "| % peak | ratio | ceiling |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c, _, best_us, rml_us, ratio in rows:
+        top = peak * (1 if metric == "cpu" else c["threads"])
+        gflop = c["flops"] / 1e9
+        rml_rate, best_rate = gflop / (rml_us / 1e6), gflop / (best_us / 1e6)
+        out.append(f"| {c['model']} | {c['batch']} | {c['threads']} | {gflop:.3g} | "
+                   f"{rml_rate:.1f} | {100 * rml_rate / top:.0f} | {best_rate:.1f} | "
+                   f"{100 * best_rate / top:.0f} | {ratio:.2f} | {top / best_rate:.2f} |")
+    return "\n".join(out) + "\n"
+
+
 def plot(results: dict, metric: str, path: str) -> None:
     """A bar per cell (log ratio), colored by thread count, a line at 1."""
     import matplotlib
@@ -146,12 +172,16 @@ def main(argv=None) -> int:
     p.add_argument("--metric", choices=("cpu", "wall"), default="cpu")
     p.add_argument("--plot", help="write a PNG of the ratios here")
     p.add_argument("--merged-out", help="write the merged results file here")
+    p.add_argument("--peak", type=float,
+                   help="single-core FMA peak, GFLOP/s: adds the compute-rate table")
     args = p.parse_args(argv)
     results = merge([json.load(open(path)) for path in args.results])
     if args.merged_out:
         with open(args.merged_out, "w") as f:
             f.write(json.dumps(results, indent=1) + "\n")
     sys.stdout.write(markdown(results, args.metric))
+    if args.peak:
+        sys.stdout.write(compute_rates(results, args.metric, args.peak))
     if args.plot:
         plot(results, args.metric, args.plot)
     return 0

@@ -440,6 +440,19 @@ fn conv2d_gemm_matches_a_direct_convolution_within_a_k_bound() {
             1,
             true,
         ),
+        // stride 1 with output rows as long as the input's (each unrolled row one
+        // shifted run of the input): dilation 2, padding on the bottom and right
+        // only or uneven, 13-wide rows (panels straddle output rows).
+        case(
+            [2, 3, 10, 13],
+            5,
+            [3, 3],
+            [1, 1],
+            [[0, 4], [1, 3]],
+            [2, 2],
+            1,
+            true,
+        ),
         // stride 2 with bands, two images.
         case(
             [2, 96, 40, 20],

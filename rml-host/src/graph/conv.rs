@@ -1,13 +1,14 @@
 //! `conv2d` on f32 as im2col + rml-kernels' GEMM: per image, channel group and band
 //! of output rows the receptive fields are unrolled into a `[C_in/g · kh · kw,
-//! rows · W_out]` block (sized to stay in L2), packed once into the GEMM's panels
-//! and multiplied by the `[C_out/g, C_in/g · kh · kw]` weight rows, written straight
+//! rows · W_out]` block (sized to stay in L2), written row by row straight into the
+//! GEMM's packed panels (no separate im2col matrix and packing pass), and
+//! multiplied by the `[C_out/g, C_in/g · kh · kw]` weight rows, written straight
 //! into the NCHW output (bias pre-filled, packed GEMM with `beta = 1`). Threads
 //! take whole images when there are at least as many images as chunks (each
-//! unrolls only its own images); otherwise they split each band's unrolling,
-//! packing (by panels) and output-channel rows, sharing its one packed block, or,
-//! with several bands, give each thread whole bands (computed into a staging
-//! buffer, then copied into the output). The unrolled and packed blocks and the GEMM scratch live in
+//! unrolls only its own images); otherwise they split each band's unrolling (by
+//! panels) and output-channel rows, sharing its one packed block, or, with several
+//! bands, give each thread whole bands (computed into a staging buffer, then copied
+//! into the output). The packed blocks, a row buffer and the GEMM scratch live in
 //! per-thread buffers that grow to the largest convolution seen and are reused, so
 //! steady-state runs do not allocate them (nor page-fault fresh memory).
 
@@ -21,9 +22,9 @@ use rml_kernels::gemm::{self, MatMut, MatRef};
 use super::par::{Parallel, for_row_blocks};
 
 thread_local! {
-    /// The unrolled input (im2col) of the convolution running on this thread.
-    static COLUMNS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    /// The unrolled input packed into GEMM panels (`gemm::pack_b`).
+    /// One row of a band's unrolled input (im2col), on its way into the panels.
+    static UNROLLED_ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The band's unrolled input, laid out as GEMM panels (`gemm::pack_b`'s layout).
     static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// GEMM scratch of the chunk running on this thread.
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -207,10 +208,9 @@ pub(super) fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
 /// [`ConvKind::fits`]) into `out` (its `[C_out, H_out, W_out]` block), channel
 /// group by channel group, each in bands of output rows ([`band_rows`]; the bands
 /// depend on the shapes alone). On one chunk, or when a group is one band, each
-/// band is unrolled (im2col; its rows split into `chunks` pieces run by
-/// `parallel`), packed once into GEMM panels (the panels split likewise) and its
-/// output-channel rows split into `chunks` pieces, each multiplying its weight rows
-/// by the shared packed band: three hand-offs per band. With several bands and
+/// band is unrolled into GEMM panels (im2col; the panels split into `chunks` pieces
+/// run by `parallel`) and its output-channel rows split into `chunks` pieces, each
+/// multiplying its weight rows by the shared packed band: two hand-offs per band. With several bands and
 /// chunks, each chunk takes whole bands ([`Group::by_bands`]): one hand-off computes
 /// them, a second copies them into the output. The packed GEMM gives an element
 /// the same bits whatever row block or output stride it is computed in, so any
@@ -266,9 +266,9 @@ struct Group<'a> {
 
 impl Group<'_> {
     /// Output rows `rows` (one band) into `out` (`cog` rows of `stride` values, the
-    /// band's values from column `at`): the bias, then the unrolled band packed and
-    /// multiplied by the weight rows, each phase split into `chunks` pieces run by
-    /// `parallel`.
+    /// band's values from column `at`): the bias, then the band unrolled into packed
+    /// panels (split by panels) and multiplied by the weight rows (split by rows),
+    /// each phase in `chunks` pieces run by `parallel`.
     fn band(
         &self,
         rows: Range<usize>,
@@ -281,29 +281,40 @@ impl Group<'_> {
             values[at..at + n].fill(self.bias.map_or(0.0, |bias| bias[row]));
         }
         let packed_len = gemm::packed_b_len(k, n).unwrap_or(0);
-        with_buffer(&COLUMNS, k * n, |col| {
-            with_buffer(&PACKED, packed_len, |packed| {
-                let unroll_rows = |ks: Range<usize>, piece: &mut [f32]| {
-                    let band = (rows.clone(), ow);
-                    unroll(self.p, self.x, [h, w], [kh, kw], band, (ks, piece));
-                };
-                for_row_blocks(col, [k, n], chunks, parallel, &unroll_rows);
-                pack(col, [k, n], packed, (chunks, parallel));
-                let band = Band {
-                    weights: self.weights,
-                    packed,
-                    dims: [cog, k, stride],
-                    cols: at..at + n,
-                };
-                band.multiply(out, (chunks, parallel));
-            });
+        with_buffer(&PACKED, packed_len, |packed| {
+            let unroll_panels = |panels: Range<usize>, piece: &mut [f32]| {
+                let nr = gemm::NR;
+                let cols = panels.start * nr..(panels.end * nr).min(n);
+                let band = (rows.clone(), ow);
+                with_buffer(&UNROLLED_ROW, cols.len(), |row| {
+                    for r in 0..k {
+                        let to = (cols.clone(), &mut *row, &mut *piece);
+                        unroll_row(self.p, self.x, [h, w], [kh, kw], band.clone(), (r, k), to);
+                    }
+                });
+            };
+            let panels = n.div_ceil(gemm::NR);
+            for_row_blocks(
+                packed,
+                [panels, k * gemm::NR],
+                chunks,
+                parallel,
+                &unroll_panels,
+            );
+            let band = Band {
+                weights: self.weights,
+                packed,
+                dims: [cog, k, stride],
+                cols: at..at + n,
+            };
+            band.multiply(out, (chunks, parallel));
         });
     }
 
     /// The whole group into `out` (`[cog, oh·ow]`) with whole bands per chunk: each
-    /// chunk computes its bands (unroll, pack, multiply, all on its own thread and
+    /// chunk computes its bands (unroll into panels, multiply, all on its own thread and
     /// cache) into a per-band block of a staging buffer, then the channel rows are
-    /// split again to copy the blocks into the output. Two hand-offs, not three per
+    /// split again to copy the blocks into the output. Two hand-offs, not two per
     /// band, and no band is shared between cores.
     fn by_bands(&self, out: &mut [f32], (chunks, parallel): (usize, Parallel<'_>)) {
         let [cog, _, _, _, _, _, oh, ow] = self.dims;
@@ -333,33 +344,8 @@ impl Group<'_> {
     }
 }
 
-/// Packs the `k × n` row-major `col` into `packed` (`gemm::pack_b`'s panels), the
-/// panels split into `chunks` pieces run by `parallel` (the same values whatever
-/// the split).
-fn pack(
-    col: &[f32],
-    [k, n]: [usize; 2],
-    packed: &mut [f32],
-    (chunks, parallel): (usize, Parallel<'_>),
-) {
-    let nr = gemm::NR;
-    let pack_panels = |panels: Range<usize>, piece: &mut [f32]| {
-        let cols = panels.start * nr..(panels.end * nr).min(n);
-        let done = MatRef::new(&col[cols.start..], k, cols.len(), n, 1)
-            .and_then(|b| gemm::pack_b(b, piece));
-        debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
-    };
-    for_row_blocks(
-        packed,
-        [n.div_ceil(nr), k * nr],
-        chunks,
-        parallel,
-        &pack_panels,
-    );
-}
-
 /// Output rows unrolled at once: a band whose unrolled `k × rows·W_out` block stays
-/// within about half of a core's L2, so packing it reads from cache (at least one
+/// within about half of a core's L2, so the GEMM reads it from cache (at least one
 /// row), with the rows spread evenly over the bands that takes (so whole bands
 /// split evenly across threads).
 fn band_rows(k: usize, [oh, ow]: [usize; 2]) -> usize {
@@ -411,45 +397,128 @@ impl Band<'_> {
     }
 }
 
-/// Rows `ks` of the im2col of output rows `rows` into `col` (`ks.len()` rows):
-/// row `(ci·kh + i)·kw + j`, column `(oy − rows.start)·ow + ox` is the input at row
-/// `oy·s0 − top + i·d0`, column `ox·s1 − left + j·d1` of channel `ci` (0 in the padding).
-fn unroll(
+/// Columns `cols` (starting at a panel edge) of row `r` of the `k`-row im2col of
+/// output rows `rows` into their GEMM panels `panels` (`k × NR` values each, as
+/// `gemm::pack_b` lays them out; columns past the band zero): row `(ci·kh + i)·kw + j`,
+/// column `(oy − rows.start)·ow + ox` is the input at row `oy·s0 − top + i·d0`,
+/// column `ox·s1 − left + j·d1` of channel `ci` (0 in the padding). The row is
+/// built in `row` (`cols.len()` values), then scattered into the panels.
+fn unroll_row(
     p: &Conv2dParams,
     x: &[f32],
     [h, w]: [usize; 2],
     [kh, kw]: [usize; 2],
     (rows, ow): (Range<usize>, usize),
-    (ks, col): (Range<usize>, &mut [f32]),
+    (r, k): (usize, usize),
+    (cols, row, panels): (Range<usize>, &mut [f32], &mut [f32]),
 ) {
     let (s, d) = (p.stride, p.dilation);
-    for (r, row) in ks.zip(col.chunks_mut((rows.len() * ow).max(1))) {
-        let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
-        let plane = &x[ci * h * w..][..h * w];
-        for oy in rows.clone() {
-            let dst = &mut row[(oy - rows.start) * ow..][..ow];
-            let y = (oy * s[0] + i * d[0]).checked_sub(p.padding.top);
-            let Some(src) = y.filter(|&y| y < h).map(|y| &plane[y * w..][..w]) else {
-                dst.fill(0.0);
-                continue;
-            };
-            // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
-            let shift = j * d[1];
-            let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
-            dst[..lo].fill(0.0);
-            dst[hi..].fill(0.0);
-            if lo < hi {
-                let first = lo * s[1] + shift - p.padding.left;
-                let inside = &mut dst[lo..hi];
-                if s[1] == 1 {
-                    inside.copy_from_slice(&src[first..first + inside.len()]);
-                } else {
-                    for (v, &x) in inside.iter_mut().zip(src[first..].iter().step_by(s[1])) {
-                        *v = x;
-                    }
+    let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
+    let plane = &x[ci * h * w..][..h * w];
+    // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
+    let shift = j * d[1];
+    let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
+    let dst = &mut row[..cols.len()];
+    if s == [1, 1] && w == ow {
+        let shifted = ShiftedPlane {
+            plane,
+            base: (rows.start + i * d[0]) * w + shift,
+            sub: p.padding.top * w + p.padding.left,
+        };
+        shifted.copy(ow, (lo, hi), (cols, dst));
+        return scatter_row(dst, r, k, panels);
+    }
+    let mut c = cols.start;
+    while c < cols.end {
+        // The piece of output row `oy` from column `ox0` to `ox1` (exclusive).
+        let (oy, ox0) = (rows.start + c / ow, c % ow);
+        let ox1 = ow.min(ox0 + (cols.end - c));
+        let piece = &mut dst[c - cols.start..][..ox1 - ox0];
+        c += ox1 - ox0;
+        let y = (oy * s[0] + i * d[0]).checked_sub(p.padding.top);
+        let Some(src) = y.filter(|&y| y < h).map(|y| &plane[y * w..][..w]) else {
+            piece.fill(0.0);
+            continue;
+        };
+        let (a, b) = (lo.clamp(ox0, ox1), hi.clamp(ox0, ox1));
+        piece[..a - ox0].fill(0.0);
+        piece[b - ox0..].fill(0.0);
+        if a < b {
+            let first = a * s[1] + shift - p.padding.left;
+            let inside = &mut piece[a - ox0..b - ox0];
+            if s[1] == 1 {
+                inside.copy_from_slice(&src[first..first + inside.len()]);
+            } else {
+                for (v, &x) in inside.iter_mut().zip(src[first..].iter().step_by(s[1])) {
+                    *v = x;
                 }
             }
         }
+    }
+    scatter_row(dst, r, k, panels);
+}
+
+/// An im2col row of a stride-1 convolution whose output rows are as long as the
+/// input's: band column `c` is the input plane's value `c + base − sub` (one run of
+/// the plane, shifted), zero where that falls outside the plane or, per output row,
+/// outside the columns `lo..hi` whose tap lies on the input row. One copy per row
+/// of the band instead of one per output row.
+struct ShiftedPlane<'a> {
+    plane: &'a [f32],
+    base: usize,
+    sub: usize,
+}
+
+impl ShiftedPlane<'_> {
+    /// Band columns `cols` into `dst` (`cols.len()` values; output rows of `ow`
+    /// columns, `lo..hi` as from [`columns_inside`]).
+    fn copy(&self, ow: usize, (lo, hi): (usize, usize), (cols, dst): (Range<usize>, &mut [f32])) {
+        // Band columns whose plane index `c + base − sub` lies in the plane.
+        let first = self
+            .sub
+            .saturating_sub(self.base)
+            .clamp(cols.start, cols.end);
+        let end = (self.plane.len() + self.sub)
+            .saturating_sub(self.base)
+            .clamp(first, cols.end);
+        let at = |c: usize| c - cols.start;
+        dst[..at(first)].fill(0.0);
+        dst[at(end)..].fill(0.0);
+        let from = first + self.base - self.sub;
+        dst[at(first)..at(end)].copy_from_slice(&self.plane[from..from + (end - first)]);
+        if cols.is_empty() || (lo == 0 && hi == ow) {
+            return;
+        }
+        // Taps left or right of the input row read the neighbouring row: zero them.
+        for row in cols.start / ow..=(cols.end - 1) / ow {
+            let start = row * ow;
+            for pad in [start..start + lo, start + hi..start + ow] {
+                let (a, b) = (pad.start.max(cols.start), pad.end.min(cols.end));
+                if a < b {
+                    dst[at(a)..at(b)].fill(0.0);
+                }
+            }
+        }
+    }
+}
+
+/// Row `r` of a `k`-row block whose columns `values` start at a panel edge, into its
+/// packed GEMM panels `panels` (`k × NR` values each, as `gemm::pack_b` lays them
+/// out), the last panel's columns past `values` zero.
+fn scatter_row(values: &[f32], r: usize, k: usize, panels: &mut [f32]) {
+    const NR: usize = gemm::NR;
+    let mut panels = panels.chunks_exact_mut(k * NR);
+    let mut full = values.chunks_exact(NR);
+    // `full` goes first: `zip` stops on it without taking a panel.
+    for (v, panel) in full.by_ref().zip(panels.by_ref()) {
+        let dst: &mut [f32; NR] = (&mut panel[r * NR..][..NR]).try_into().expect("NR values");
+        *dst = v.try_into().expect("NR values");
+    }
+    let rest = full.remainder();
+    if let Some(panel) = panels.next() {
+        let dst = &mut panel[r * NR..][..NR];
+        dst[..rest.len()].copy_from_slice(rest);
+        dst[rest.len()..].fill(0.0);
     }
 }
 
