@@ -484,8 +484,10 @@ impl ShiftedPlane<'_> {
         let at = |c: usize| c - cols.start;
         dst[..at(first)].fill(0.0);
         dst[at(end)..].fill(0.0);
-        let from = first + self.base - self.sub;
-        dst[at(first)..at(end)].copy_from_slice(&self.plane[from..from + (end - first)]);
+        if first < end {
+            let from = first + self.base - self.sub;
+            dst[at(first)..at(end)].copy_from_slice(&self.plane[from..from + (end - first)]);
+        }
         if cols.is_empty() || (lo == 0 && hi == ow) {
             return;
         }
