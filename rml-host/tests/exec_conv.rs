@@ -146,6 +146,19 @@ fn conv_transpose2d_gemm_matches_a_direct_transposed_convolution_within_a_k_boun
             4,
             true,
         ),
+        // Three 32×32 images of 1024 tap rows each: the images are multiplied two
+        // at a time (their tap rows reach the 8 MiB budget), then the third alone.
+        case(
+            [3, 2, 32, 32],
+            64,
+            [4, 4],
+            [2, 2],
+            [[1, 1], [1, 1]],
+            [0, 0],
+            [1, 1],
+            1,
+            true,
+        ),
         // stride 1, kernel larger than the input, many output channels.
         case(
             [1, 7, 2, 3],

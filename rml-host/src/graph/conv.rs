@@ -80,11 +80,24 @@ pub trait ConvKind: Sync {
     /// Pieces one image's work is split into when `chunks` are wanted (fewer where
     /// a split would change the bits).
     fn image_chunks(&self, io: &ConvIo<'_>, chunks: usize) -> usize;
-    /// Writes image `b` of the convolution (checked by [`ConvKind::fits`]) into
-    /// `out` (its `[C_out, H_out, W_out]` block), its work split into `chunks`
-    /// pieces (at most [`ConvKind::image_chunks`]) run by `parallel`; any split
-    /// gives the same bits.
-    fn image(&self, io: &ConvIo<'_>, b: usize, out: &mut [f32], split: (usize, Parallel<'_>));
+    /// Images worth computing in one [`ConvKind::images`] call (their outputs are
+    /// then finished while in cache): one unless the kind shares work across
+    /// images.
+    fn images_at_once(&self, _io: &ConvIo<'_>) -> usize {
+        1
+    }
+
+    /// Writes images `images` of the convolution (checked by [`ConvKind::fits`])
+    /// into `out` (their `[C_out, H_out, W_out]` blocks), the work split into
+    /// `chunks` pieces (at most [`ConvKind::image_chunks`]) run by `parallel`; any
+    /// split gives the same bits.
+    fn images(
+        &self,
+        io: &ConvIo<'_>,
+        images: Range<usize>,
+        out: &mut [f32],
+        split: (usize, Parallel<'_>),
+    );
 
     /// `true` when the dims fit ([`ConvKind::dims_fit`]) and the lengths match
     /// them, so [`ConvKind::run`] may index without further checks.
@@ -98,15 +111,18 @@ pub trait ConvKind: Sync {
 
     /// Writes the convolution (checked by [`ConvKind::fits`]) into `out`: whole
     /// images split into `chunks` pieces when there are at least as many images as
-    /// chunks, else each image's work ([`ConvKind::image`]).
+    /// chunks, else each image's work ([`ConvKind::images`]).
     fn run(&self, io: &ConvIo<'_>, out: &mut [f32], chunks: usize, parallel: Parallel<'_>) {
-        for_each_image(
-            io,
-            out,
-            (chunks, parallel),
-            self.image_chunks(io, chunks),
-            &|b, image_out, split| self.image(io, b, image_out, split),
-        );
+        let [n, co, oh, ow] = io.out;
+        let len = co * oh * ow;
+        if chunks > 1 && n >= chunks {
+            for_row_blocks(out, [n, len], chunks, parallel, &|range, piece| {
+                self.images(io, range, piece, (1, &serial));
+            });
+        } else {
+            let inner = self.image_chunks(io, chunks);
+            self.images(io, 0..n, out, (inner, parallel));
+        }
     }
 }
 
@@ -133,35 +149,16 @@ impl ConvKind for Conv2dParams {
         chunks
     }
 
-    fn image(&self, io: &ConvIo<'_>, b: usize, out: &mut [f32], split: (usize, Parallel<'_>)) {
-        image(self, io, b, out, split);
-    }
-}
-
-/// Runs `image(b, image_out, split)` for every image of `io.out`: whole images
-/// split into `chunks` pieces when there are at least as many images as chunks
-/// (each image then computed as on one thread), else image after image with
-/// `inner_chunks` pieces inside each. Shared by `conv2d` and `conv_transpose2d`.
-pub(super) fn for_each_image<F>(
-    io: &ConvIo<'_>,
-    out: &mut [f32],
-    (chunks, parallel): (usize, Parallel<'_>),
-    inner_chunks: usize,
-    image: &F,
-) where
-    F: Fn(usize, &mut [f32], (usize, Parallel<'_>)) + Sync,
-{
-    let [n, co, oh, ow] = io.out;
-    let len = co * oh * ow;
-    if chunks > 1 && n >= chunks {
-        for_row_blocks(out, [n, len], chunks, parallel, &|range, piece| {
-            for (b, image_out) in range.zip(piece.chunks_mut(len.max(1))) {
-                image(b, image_out, (1, &serial));
-            }
-        });
-    } else {
-        for (b, image_out) in out.chunks_mut(len.max(1)).enumerate().take(n) {
-            image(b, image_out, (inner_chunks, parallel));
+    fn images(
+        &self,
+        io: &ConvIo<'_>,
+        images: Range<usize>,
+        out: &mut [f32],
+        split: (usize, Parallel<'_>),
+    ) {
+        let len = io.out[1..].iter().product::<usize>().max(1);
+        for (b, image_out) in images.zip(out.chunks_mut(len)) {
+            image(self, io, b, image_out, split);
         }
     }
 }

@@ -1137,12 +1137,23 @@ impl<'a> ConvRows<'a> {
         self.p.image_chunks(&self.io(&[], None), chunks)
     }
 
-    /// Image `b` of the convolution of `x` into `out`, its work split into
+    /// Images worth computing in one call ([`ConvKind::images_at_once`]).
+    fn images_at_once(&self) -> usize {
+        self.p.images_at_once(&self.io(&[], None))
+    }
+
+    /// Images `images` of the convolution of `x` into `out`, the work split into
     /// `chunks` pieces.
-    fn image(&self, x: &[f32], bias: Option<&[f32]>, b: usize, out: &mut [f32], chunks: usize) {
+    fn images(
+        &self,
+        (x, bias): (&[f32], Option<&[f32]>),
+        images: Range<usize>,
+        out: &mut [f32],
+        chunks: usize,
+    ) {
         let io = self.io(x, bias);
         let parallel = |n: usize, f: &(dyn Fn(usize) + Sync)| self.pool.run_team(n, f);
-        self.p.image(&io, b, out, (chunks, &parallel));
+        self.p.images(&io, images, out, (chunks, &parallel));
     }
 }
 
@@ -1257,14 +1268,22 @@ impl Rows<'_> {
                 }
             }
             Rows::Conv(conv) => {
-                for r in 0..outs[at].len() / cols {
+                // A few images at a time (a transposed convolution multiplies them
+                // in one GEMM), then the epilogue on each while it is in cache.
+                let count = outs[at].len() / cols;
+                let step = conv.images_at_once().max(1);
+                for r in (0..count).step_by(step) {
+                    let end = count.min(r + step);
                     if let DataMut::F32(o) = &mut outs[at] {
-                        let image = &mut o[r * cols..(r + 1) * cols];
-                        conv.image(x, params[0], first + r, image, inner);
+                        let images = first + r..first + end;
+                        let out = &mut o[r * cols..end * cols];
+                        conv.images((x, params[0]), images, out, inner);
                     }
-                    windowed(outs, r * cols..(r + 1) * cols, None, |w| {
-                        epilogue(w, (first + r) * cols);
-                    });
+                    for q in r..end {
+                        windowed(outs, q * cols..(q + 1) * cols, None, |w| {
+                            epilogue(w, (first + q) * cols);
+                        });
+                    }
                 }
             }
         }
