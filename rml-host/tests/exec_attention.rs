@@ -282,8 +282,11 @@ fn attention_matches_a_direct_f64_attention_within_a_rounding_bound() {
     let cases = [
         // Plain multi-head, Sq ≠ Sk, Dv ≠ D.
         case(&[2, 3, 5, 8], &[2, 3, 7, 8], &[2, 3, 7, 6], false),
-        // Causal across several 32-row query blocks (and a ragged last block).
+        // Causal, 70 query rows in one block.
         case(&[1, 2, 70, 16], &[1, 2, 70, 16], &[1, 2, 70, 16], true),
+        // 600 keys: blocks of 32 query rows (600 · 32 scores ≥ SCORE_FLOATS), four
+        // of them with a ragged last one, causal with more keys than queries.
+        case(&[1, 2, 100, 8], &[1, 2, 600, 8], &[1, 2, 600, 8], true),
         // Grouped-query attention: one key/value head broadcast over four query heads.
         case(&[2, 4, 9, 16], &[2, 1, 9, 16], &[2, 1, 9, 16], true),
         // Causal with more keys than queries and fewer.

@@ -1,7 +1,8 @@
 //! `scaled_dot_product_attention` on f32 with rml-kernels' GEMM and row softmax.
 //!
 //! The queries of each batch entry (the broadcast leading axes of `q`, `k`, `v`)
-//! are cut into blocks of [`BLOCK`] rows. Per block: `S = scale · Q_blk · Kᵀ`
+//! are cut into blocks of rows ([`Layout::block`]: as many as keep the block's
+//! scores within [`SCORE_FLOATS`], at least [`MIN_BLOCK`]). Per block: `S = scale · Q_blk · Kᵀ`
 //! (GEMM, `K` read through strides: no transpose is copied), the causal and given
 //! masks applied to `S`, rml-kernels' stable row softmax in place, then
 //! `O_blk = S · V` (GEMM) straight into the output rows. With `causal`, a block
@@ -21,8 +22,14 @@ use super::conv::{with_buffer, with_scratch};
 use super::par::Parallel;
 use crate::pool::chunk_range;
 
-/// Query rows per work unit (one score block is `BLOCK × Sk` values).
-pub const BLOCK: usize = 32;
+/// Scores a block of query rows may hold: 64 KiB, so one block's `rows × Sk`
+/// scores stay in L2 through the softmax and the second product. Fewer, larger
+/// blocks pack `Kᵀ` and `V` for the GEMMs fewer times (128 query rows by 128 keys:
+/// once per head instead of four times).
+pub const SCORE_FLOATS: usize = 16 * 1024;
+
+/// Fewest query rows per block (for long key sequences).
+pub const MIN_BLOCK: usize = 32;
 
 /// Most chunks [`Attention::run`] splits the work into.
 pub const MAX_CHUNKS: usize = 16;
@@ -255,7 +262,7 @@ impl Attention<'_> {
 
     /// Runs work units `units` into `out`, which holds exactly their output rows.
     fn units(&self, l: &Layout, units: std::ops::Range<usize>, out: &mut [f32]) {
-        let rows = BLOCK.min(l.sq);
+        let rows = l.block().min(l.sq);
         let scratch =
             gemm::gemm_scratch_len(rows, l.sk, l.d).max(gemm::gemm_scratch_len(rows, l.dv, l.sk));
         with_buffer(&SCORES, rows * l.sk, |scores| {
@@ -280,12 +287,13 @@ impl Attention<'_> {
         scores: &mut [f32],
         scratch: &mut [f32],
     ) -> rml_core::Result<()> {
-        let blocks = l.sq.div_ceil(BLOCK);
-        let (outer, first) = (unit / blocks, unit % blocks * BLOCK);
+        let block = l.block();
+        let blocks = l.sq.div_ceil(block);
+        let (outer, first) = (unit / blocks, unit % blocks * block);
         for h in 0..l.inner {
             let out = MatMut::new(
                 &mut out[h * l.dv..],
-                BLOCK.min(l.sq - first),
+                block.min(l.sq - first),
                 l.dv,
                 l.inner * l.dv,
                 1,
@@ -295,7 +303,7 @@ impl Attention<'_> {
         Ok(())
     }
 
-    /// Query rows `first..first + BLOCK` (or fewer) of batch entry `entry`: scores,
+    /// Query rows `first..first + block` (or fewer) of batch entry `entry`: scores,
     /// masks, softmax, then the weighted values into `out`.
     fn block(
         &self,
@@ -306,7 +314,7 @@ impl Attention<'_> {
         scores: &mut [f32],
         scratch: &mut [f32],
     ) -> rml_core::Result<()> {
-        let rows = BLOCK.min(l.sq - first);
+        let rows = l.block().min(l.sq - first);
         // Causal: the last row of the block sees keys 0..=first + rows - 1.
         let keys = if self.causal {
             l.sk.min(first + rows)
@@ -360,9 +368,16 @@ impl Attention<'_> {
 }
 
 impl Layout {
+    /// Query rows per block: as many as keep a block's scores within
+    /// [`SCORE_FLOATS`], at least [`MIN_BLOCK`]; the shapes alone decide, so the
+    /// bits do not depend on the thread count.
+    pub fn block(&self) -> usize {
+        (SCORE_FLOATS / self.sk.max(1)).max(MIN_BLOCK)
+    }
+
     /// Work units: query blocks over all groups of [`Layout::inner`] batch entries.
     pub fn units(&self) -> usize {
-        self.entries / self.inner * self.sq.div_ceil(BLOCK)
+        self.entries / self.inner * self.sq.div_ceil(self.block())
     }
 
     /// Multiply-adds of the two products (without the causal saving).
@@ -374,8 +389,9 @@ impl Layout {
 
     /// Output offset of unit `u`'s first row (`u == units()` gives the end).
     fn unit_start(&self, u: usize) -> usize {
-        let blocks = self.sq.div_ceil(BLOCK);
-        let row = (u / blocks) * self.sq + (u % blocks) * BLOCK;
+        let block = self.block();
+        let blocks = self.sq.div_ceil(block);
+        let row = (u / blocks) * self.sq + (u % blocks) * block;
         row * self.inner * self.dv
     }
 
