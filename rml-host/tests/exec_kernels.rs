@@ -453,10 +453,10 @@ fn conv2d_gemm_matches_a_direct_convolution_within_a_k_bound() {
             1,
             true,
         ),
-        // K = 576 over 100-wide rows: one output row per band, so a band's top
+        // K = 216 over 520-wide rows: one output row per band, so a band's top
         // and bottom taps lie wholly in the padding rows.
         case(
-            [1, 64, 3, 100],
+            [1, 24, 3, 520],
             3,
             [3, 3],
             [1, 1],
