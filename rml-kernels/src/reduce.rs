@@ -165,3 +165,35 @@ pub fn reduce_rows(
     });
     Ok(())
 }
+
+/// `out[j]` = the f64 sum of row `j` of `x` (`cols` values), adding its values in
+/// order from `-0.0` and rounding to f32 once (divided by `cols` first when
+/// `mean`): the bits of rml-core's `reduce_sum`/`reduce_mean` over a last axis,
+/// four rows side by side ([`Simd::sum4_rows_f64`](crate::simd::Simd)).
+///
+/// `cols` must be positive and `x` hold exactly `out.len() * cols` values
+/// ([`Error::LengthMismatch`]).
+pub fn sum_rows_f64(x: &[f32], cols: usize, mean: bool, out: &mut [f32]) -> Result<()> {
+    let expected = out.len().saturating_mul(cols);
+    if cols == 0 || x.len() != expected {
+        return Err(Error::LengthMismatch {
+            expected,
+            got: x.len(),
+        });
+    }
+    let finish = |sum: f64| if mean { sum / cols as f64 } else { sum } as f32;
+    dispatch!(|V| {
+        for (block, rows) in out.chunks_mut(4).zip(x.chunks(4 * cols)) {
+            if block.len() == 4 {
+                for (o, sum) in block.iter_mut().zip(V::sum4_rows_f64(rows, cols)) {
+                    *o = finish(sum);
+                }
+            } else {
+                for (o, row) in block.iter_mut().zip(rows.chunks_exact(cols)) {
+                    *o = finish(row.iter().map(|&v| f64::from(v)).sum());
+                }
+            }
+        }
+    });
+    Ok(())
+}

@@ -8,7 +8,7 @@ use rml_kernels::elementwise::{BinaryOp, Operand, UnaryOp, binary, unary, unary_
 use rml_kernels::isa::Isa;
 use rml_kernels::math;
 use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
-use rml_kernels::reduce::{ReduceOp, reduce_rows};
+use rml_kernels::reduce::{ReduceOp, reduce_rows, sum_rows_f64};
 use rml_kernels::softmax::{softmax_parts_inplace, softmax_rows, softmax_rows_inplace};
 use rml_kernels::testing::{Rng, SIZES, for_each_isa, test_len, ulp_error, unary_reference};
 
@@ -593,6 +593,48 @@ fn reductions_match_reference() {
     let mut out = [0.0f32; 2];
     assert!(reduce_rows(ReduceOp::Sum, &[0.0; 4], 2, 0..3, &mut out).is_err());
     assert!(reduce_rows(ReduceOp::Sum, &[0.0; 4], 2, 0..1, &mut out).is_err());
+}
+
+#[test]
+fn f64_row_sums_equal_rml_core_bit_for_bit() {
+    use rml_core::ops::reduce::{ReduceOp as CoreOp, reduce};
+    use rml_core::{Shape, TensorView, TensorViewMut};
+    let mut rng = Rng::new(6);
+    for_each_isa(|isa| {
+        // Rows around the 4-row blocks, columns around the 4-column transposes.
+        for rows in [1, 3, 4, 5, 9] {
+            for &cols in SIZES.iter().filter(|&&c| c > 0) {
+                // Small values among ±2^60, which cancel: a small value added
+                // next to a 2^60 is lost, so another order gives other bits.
+                let x: Vec<f32> = (0..rows * cols)
+                    .map(|_| match rng.uniform(0.0, 1.0) {
+                        u if u < 0.2 => 2f32.powi(60),
+                        u if u < 0.4 => -(2f32.powi(60)),
+                        _ => rng.uniform(-1.0, 1.0),
+                    })
+                    .collect();
+                let input = TensorView::new(&x[..], Shape::new(&[rows, cols]).unwrap()).unwrap();
+                for (mean, op) in [(false, CoreOp::Sum), (true, CoreOp::Mean)] {
+                    let mut want = vec![0.0f32; rows];
+                    let shape = Shape::new(&[rows]).unwrap();
+                    let mut wv = TensorViewMut::new(&mut want, shape).unwrap();
+                    reduce(op, &input, &[-1], false, &mut wv).unwrap();
+                    let mut got = vec![f32::NAN; rows];
+                    sum_rows_f64(&x, cols, mean, &mut got).unwrap();
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{} {rows}x{cols} mean={mean}",
+                        isa.name()
+                    );
+                }
+            }
+        }
+    });
+    let mut out = [0.0f32; 2];
+    assert!(sum_rows_f64(&[0.0; 4], 0, false, &mut out).is_err());
+    assert!(sum_rows_f64(&[0.0; 5], 2, false, &mut out).is_err());
 }
 
 #[test]

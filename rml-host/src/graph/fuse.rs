@@ -487,6 +487,16 @@ pub fn group(
     result
 }
 
+/// How many output elements share each operand element when `shape` has the
+/// output's rank, equals `out` on its leading axes and is 1 on the rest (`[b, d, 1]`
+/// at `[b, d, n]`: `n`); `None` for any other broadcast.
+fn repeat_of(shape: &[usize], out: &[usize]) -> Option<usize> {
+    let kept = shape.iter().rposition(|&d| d != 1)? + 1;
+    let same_rank_and_lead = shape.len() == out.len() && out[..kept] == shape[..kept];
+    let repeat: usize = out[kept..].iter().product();
+    (same_rank_and_lead && repeat > 1).then_some(repeat)
+}
+
 /// How an operand's elements map onto the output's flat index.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Broadcast {
@@ -496,6 +506,9 @@ pub enum Broadcast {
     Scalar,
     /// The operand is the output's trailing axes: element `e % len`.
     Suffix(usize),
+    /// The operand is the output's leading axes, the trailing ones broadcast
+    /// (`[b, d, 1]` read at `[b, d, n]`): element `e / repeat`.
+    Repeat(usize),
     /// Anything else: per-axis strides (0 on broadcast axes) over the output dims.
     General {
         /// The output dims, padded on the left to 8.
@@ -521,6 +534,9 @@ impl Broadcast {
         };
         if out.ends_with(trimmed) {
             return Broadcast::Suffix(numel);
+        }
+        if let Some(repeat) = repeat_of(shape, out) {
+            return Broadcast::Repeat(repeat);
         }
         let mut dims = [1usize; 8];
         let mut strides = [0usize; 8];
@@ -587,6 +603,7 @@ impl Broadcast {
             Broadcast::Full => e,
             Broadcast::Scalar => 0,
             Broadcast::Suffix(len) => e % len,
+            Broadcast::Repeat(repeat) => e / repeat,
             Broadcast::General { dims, strides } => {
                 let mut at = 0;
                 for axis in (0..8).rev() {

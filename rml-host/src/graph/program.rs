@@ -2,9 +2,10 @@
 //! elements, its loads resolve each operand to a slice (the operand's own elements
 //! where they are contiguous f32, else a register filled with them), every other
 //! instruction is one vectorizable loop over the tile, and the stores copy the
-//! results out last, so an output may share its buffer with an operand. A program
-//! whose one store is of its last instruction, to an output no operand is read
-//! from in place, has that instruction write the output's tile itself instead.
+//! results out last, so an output may share its buffer with an operand. An
+//! instruction whose result is stored once, to an f32 output no operand is read
+//! from in place, writes the output's tile itself instead (later instructions read
+//! it there), so its store's copy is saved.
 
 use std::cell::RefCell;
 
@@ -78,10 +79,16 @@ impl Program {
             .position(|i| matches!(i, Instr::Store { .. }))
             .unwrap_or(self.code.len());
         let (body, stores) = self.code.split_at(stores);
-        // The last instruction writes the one output itself (see `direct`).
-        let direct = self.direct(sources, outs);
-        let mut target = direct.map(|o| std::mem::replace(&mut outs[o], DataMut::F32(&mut [])));
-        let (body, last) = body.split_at(body.len() - usize::from(direct.is_some()));
+        // Instructions that write their output's tiles themselves (see `direct`).
+        let direct = self.direct(body, sources, outs);
+        let mut targets: [&mut [f32]; MAX_OUTS] = std::array::from_fn(|_| &mut [][..]);
+        for (o, t) in targets.iter_mut().enumerate() {
+            if direct[o].is_some()
+                && let DataMut::F32(v) = std::mem::replace(&mut outs[o], DataMut::F32(&mut []))
+            {
+                *t = v;
+            }
+        }
         let mut start = 0;
         while start < len {
             let n = tile.min(len - start);
@@ -93,63 +100,91 @@ impl Program {
                     DataMut::Bool(v) => v.get(start..start + n).map(Data::Bool),
                 };
             }
-            // A loaded register's elements where they are read in place.
+            let mut pieces: [&mut [f32]; MAX_OUTS] = std::array::from_fn(|_| &mut [][..]);
+            for ((piece, t), d) in pieces.iter_mut().zip(&mut targets).zip(&direct) {
+                if d.is_some() {
+                    *piece = &mut t[start..start + n];
+                }
+            }
+            // A register's elements where they are read in place: a loaded
+            // operand's, or an output tile written directly.
             let mut views: [Option<&[f32]>; MAX_REGS] = [None; MAX_REGS];
-            for instr in body {
+            for (i, instr) in body.iter().enumerate() {
                 if let Instr::Load { dst, operand } = *instr {
                     let d = &mut regs[usize::from(dst) * tile..][..n];
                     let source = sources[usize::from(operand)];
                     views[usize::from(dst)] = load(d, source, &reads, base + start);
+                } else if let Some(o) = direct.iter().position(|&d| d == Some(i)) {
+                    let piece = std::mem::take(&mut pieces[o]);
+                    let done = &*regs;
+                    let arg = |r: Reg| {
+                        views[usize::from(r)].unwrap_or(&done[usize::from(r) * tile..][..n])
+                    };
+                    // No register is the destination: a transcendental in place
+                    // copies its source into the output first.
+                    evaluate(instr, Reg::MAX, piece, arg);
+                    if let Some(dst) = instr.dst() {
+                        views[usize::from(dst)] = Some(piece);
+                    }
                 } else {
                     compute(instr, (regs, tile), &views, n);
                 }
             }
-            if let (Some(instr), Some(DataMut::F32(t))) = (last.first(), &mut target) {
-                let regs = &*regs;
-                let arg =
-                    |r: Reg| views[usize::from(r)].unwrap_or(&regs[usize::from(r) * tile..][..n]);
-                // No register is the destination: a transcendental in place
-                // copies its source into the output first.
-                evaluate(instr, Reg::MAX, &mut t[start..start + n], arg);
-            } else {
-                for instr in stores {
-                    if let Instr::Store { src, output } = *instr {
-                        let s = &regs[usize::from(src) * tile..][..n];
-                        store(s, &mut outs[usize::from(output)], start);
-                    }
+            for instr in stores {
+                if let Instr::Store { src, output } = *instr
+                    && direct[usize::from(output)].is_none()
+                {
+                    let s = &regs[usize::from(src) * tile..][..n];
+                    store(s, &mut outs[usize::from(output)], start);
                 }
             }
             start += n;
         }
-        if let (Some(o), Some(t)) = (direct, target) {
-            outs[o] = t;
+        for (o, t) in targets.into_iter().enumerate() {
+            if direct[o].is_some() {
+                outs[o] = DataMut::F32(t);
+            }
         }
     }
 
-    /// `Some(output)` when the program's one store is of its last instruction's
-    /// result, to an f32 output no operand is read from in place: that
-    /// instruction then writes the output's tile itself, with no copy after.
-    fn direct(&self, sources: &[Source<'_>], outs: &[DataMut<'_>]) -> Option<usize> {
-        let [.., last, Instr::Store { src, output }] = self.code[..] else {
-            return None;
-        };
-        let o = usize::from(output);
-        let one_store = self
-            .code
-            .iter()
-            .filter(|i| matches!(i, Instr::Store { .. }))
-            .count()
-            == 1;
-        let read_in_place = sources
-            .iter()
-            .any(|s| matches!(*s, Source::Output(j) if j == o));
-        let computed = !matches!(last, Instr::Load { .. });
-        (last.dst() == Some(src)
-            && computed
-            && one_store
-            && !read_in_place
-            && matches!(outs[o], DataMut::F32(_)))
-        .then_some(o)
+    /// For each output, the body instruction that writes its tiles itself, if
+    /// any: the last writer of the register stored to it, when that is computed
+    /// (not a load), the register is stored nowhere else, and the output is f32
+    /// and not read in place by an operand. Later instructions read the register
+    /// from the output tile, so the store's copy is saved.
+    fn direct(
+        &self,
+        body: &[Instr],
+        sources: &[Source<'_>],
+        outs: &[DataMut<'_>],
+    ) -> [Option<usize>; MAX_OUTS] {
+        let mut direct = [None; MAX_OUTS];
+        for instr in &self.code[body.len()..] {
+            let Instr::Store { src, output } = *instr else {
+                continue;
+            };
+            let o = usize::from(output);
+            let stored_once = self
+                .code
+                .iter()
+                .filter(|i| matches!(i, Instr::Store { src: s, .. } if *s == src))
+                .count()
+                == 1;
+            let read_in_place = sources
+                .iter()
+                .any(|s| matches!(*s, Source::Output(j) if j == o));
+            let writer = body.iter().rposition(|i| i.dst() == Some(src));
+            let computed = writer.is_some_and(|w| !matches!(body[w], Instr::Load { .. }));
+            if stored_once
+                && computed
+                && !read_in_place
+                && matches!(outs.get(o), Some(DataMut::F32(_)))
+                && o < MAX_OUTS
+            {
+                direct[o] = writer;
+            }
+        }
+        direct
     }
 }
 
@@ -277,6 +312,9 @@ fn load<'a>(
             }
         }
         Source::Data(Data::F32(v), Broadcast::Scalar) => d.fill(v[0]),
+        Source::Data(Data::F32(v), Broadcast::Repeat(repeat)) => {
+            fill_repeated(d, v, element, repeat);
+        }
         Source::Data(data, bc) => bc.load(data, element, d),
         Source::Output(j) => match outs[j].expect("outputs read in place are not written") {
             Data::F32(v) => return Some(v),
@@ -288,6 +326,41 @@ fn load<'a>(
         },
     }
     None
+}
+
+/// `d[i] = v[(first + i) / repeat]`: each element of `v` filled `repeat` times
+/// (a value broadcast along the output's trailing axes), whole runs of 8 or 16 as
+/// fixed-size stores.
+fn fill_repeated(d: &mut [f32], v: &[f32], first: usize, repeat: usize) {
+    let (mut q, skip) = (first / repeat, first % repeat);
+    let mut rest = d;
+    if skip > 0 {
+        let (head, tail) = rest.split_at_mut((repeat - skip).min(rest.len()));
+        head.fill(v[q]);
+        (rest, q) = (tail, q + 1);
+    }
+    match repeat {
+        8 => fill_runs::<8>(rest, &v[q..]),
+        16 => fill_runs::<16>(rest, &v[q..]),
+        _ => {
+            for (run, &x) in rest.chunks_mut(repeat).zip(&v[q..]) {
+                run.fill(x);
+            }
+        }
+    }
+}
+
+/// [`fill_repeated`] from a run boundary for a run length `R` known at compile time.
+fn fill_runs<const R: usize>(d: &mut [f32], v: &[f32]) {
+    let whole = d.len() / R;
+    let mut runs = d.chunks_exact_mut(R);
+    for (run, &x) in (&mut runs).zip(v) {
+        run.copy_from_slice(&[x; R]);
+    }
+    let tail = runs.into_remainder();
+    if let (false, Some(&x)) = (tail.is_empty(), v.get(whole)) {
+        tail.fill(x);
+    }
 }
 
 /// Copies a tile's results `s` into `out` at chunk-relative index `start`.

@@ -91,42 +91,18 @@ pub fn reduce(
     true
 }
 
-/// Outputs folded side by side: a sum's f64 additions are a chain of dependent
-/// adds, so one row at a time waits on the adder's latency; eight rows in step keep
-/// it busy. Each row still adds its values in order from `-0.0` (the start of
-/// `f64`'s `Sum`), so the bits are [`fold_group`]'s.
-const ROWS_IN_STEP: usize = 8;
-
 /// `reduce_sum`/`reduce_mean` over the last axis (`inner == 1`): output `j` of
-/// `out` from row `x[j · reduced..][..reduced]`, [`ROWS_IN_STEP`] rows at a time;
-/// `false` (nothing written) for other folds.
+/// `out` from row `x[j · reduced..][..reduced]`, on rml-kernels' f64 row sums
+/// (four rows side by side, each added in order from `-0.0`: [`fold_group`]'s
+/// bits); `false` (nothing written) for other folds.
 fn sums_rows(fold: Fold, x: &[f32], reduced: usize, out: &mut [f32]) -> bool {
     let mean = match fold {
         Fold::Reduce(ReduceKind::Sum) => false,
         Fold::Reduce(ReduceKind::Mean) => true,
         _ => return false,
     };
-    for (block, rows) in out
-        .chunks_mut(ROWS_IN_STEP)
-        .zip(x.chunks(ROWS_IN_STEP * reduced))
-    {
-        let mut acc = [-0.0f64; ROWS_IN_STEP];
-        if block.len() == ROWS_IN_STEP {
-            for r in 0..reduced {
-                for (i, a) in acc.iter_mut().enumerate() {
-                    *a += f64::from(rows[i * reduced + r]);
-                }
-            }
-        } else {
-            for (a, row) in acc.iter_mut().zip(rows.chunks_exact(reduced)) {
-                *a = row.iter().map(|&v| f64::from(v)).sum();
-            }
-        }
-        for (v, a) in block.iter_mut().zip(acc) {
-            *v = if mean { a / reduced as f64 } else { a } as f32;
-        }
-    }
-    true
+    let rows = &x[..out.len() * reduced];
+    rml_kernels::reduce::sum_rows_f64(rows, reduced, mean, out).is_ok()
 }
 
 /// One output of [`reduce`] from its `count` values.

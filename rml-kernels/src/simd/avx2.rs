@@ -273,6 +273,42 @@ impl Simd for F32x8 {
         }
     }
     #[inline(always)]
+    fn sum4_rows_f64(rows: &[f32], cols: usize) -> [f64; 4] {
+        assert!(rows.len() >= 4 * cols);
+        let whole = cols - cols % 4;
+        let mut acc = [-0.0f64; 4];
+        // SAFETY: every load reads `rows[i * cols + c..][..4]` with `i < 4` and
+        // `c + 4 <= whole <= cols`, inside `rows` (checked above); the store writes
+        // the four f64 of `acc`; AVX is available (module docs).
+        unsafe {
+            let p = rows.as_ptr();
+            let mut sums = _mm256_set1_pd(-0.0);
+            let mut c = 0;
+            while c < whole {
+                let [r0, r1, r2, r3] = [0, 1, 2, 3].map(|i| _mm_loadu_ps(p.add(i * cols + c)));
+                // Transpose: column j of the block holds value c + j of each row.
+                let (lo01, lo23) = (_mm_unpacklo_ps(r0, r1), _mm_unpacklo_ps(r2, r3));
+                let (hi01, hi23) = (_mm_unpackhi_ps(r0, r1), _mm_unpackhi_ps(r2, r3));
+                for column in [
+                    _mm_movelh_ps(lo01, lo23),
+                    _mm_movehl_ps(lo23, lo01),
+                    _mm_movelh_ps(hi01, hi23),
+                    _mm_movehl_ps(hi23, hi01),
+                ] {
+                    sums = _mm256_add_pd(sums, _mm256_cvtps_pd(column));
+                }
+                c += 4;
+            }
+            _mm256_storeu_pd(acc.as_mut_ptr(), sums);
+        }
+        for c in whole..cols {
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a += f64::from(rows[i * cols + c]);
+            }
+        }
+        acc
+    }
+    #[inline(always)]
     fn reduce_sum(self) -> f32 {
         // SAFETY: AVX available (module docs).
         unsafe {

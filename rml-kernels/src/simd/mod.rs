@@ -107,6 +107,20 @@ pub(crate) trait Simd: Copy {
     fn reduce_sum(self) -> f32;
     /// Maximum of the lanes, NaN if any lane is NaN.
     fn reduce_max(self) -> f32;
+    /// The f64 sums of four rows of `cols` values (`rows[i * cols..][..cols]`),
+    /// each from `-0.0` adding its values in order: the bits of a sequential f64
+    /// sum whatever the ISA. Portable by default; AVX2 transposes 4 × 4 blocks so
+    /// the four rows add side by side in one register.
+    #[inline(always)]
+    fn sum4_rows_f64(rows: &[f32], cols: usize) -> [f64; 4] {
+        let mut acc = [-0.0f64; 4];
+        for c in 0..cols {
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a += f64::from(rows[i * cols + c]);
+            }
+        }
+        acc
+    }
 }
 
 /// The bits of the f32 just below `√½` (0.70710677): `exponent_mantissa` subtracts
