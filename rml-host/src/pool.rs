@@ -67,10 +67,9 @@ pub fn split_count(n: usize, grain: usize, most: usize) -> usize {
 /// Cuts `out`, `rows` rows of `row_len` values, into `chunks` (at least 1)
 /// consecutive blocks of whole rows, block `i` holding rows
 /// `chunk_range(rows, chunks, i)`; yields each block's rows and values in chunk
-/// order. Allocates nothing.
-///
-/// # Panics
-/// If `out` holds fewer than `rows × row_len` values.
+/// order. A short `out` (a last row cut short, as for column blocks of a row
+/// whose length is not a multiple of the block) ends the blocks with `out`.
+/// Allocates nothing.
 pub fn row_blocks<T>(
     out: &mut [T],
     [rows, row_len]: [usize; 2],
@@ -80,7 +79,9 @@ pub fn row_blocks<T>(
     let mut rest = out;
     (0..chunks).map(move |i| {
         let range = chunk_range(rows, chunks, i);
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut(range.len() * row_len);
+        let rest_len = rest.len();
+        let (head, tail) =
+            std::mem::take(&mut rest).split_at_mut((range.len() * row_len).min(rest_len));
         rest = tail;
         (range, head)
     })
@@ -256,6 +257,12 @@ mod tests {
             let want: Vec<usize> = (1..=rows * row_len).chain([0, 0]).collect();
             assert_eq!(out, want);
         }
+        // A last row cut short: 3 rows of 4 in 10 values, the last block ends there.
+        let mut out = [0u8; 10];
+        let lens: Vec<usize> = row_blocks(&mut out, [3, 4], 2)
+            .map(|(_, b)| b.len())
+            .collect();
+        assert_eq!(lens, [8, 2]);
     }
 
     #[test]

@@ -181,6 +181,31 @@ fn threaded_paths_agree_bitwise() {
 }
 
 #[test]
+fn one_row_gemvs_split_by_columns_agree_bitwise() {
+    // One row through a linear (weight [M, K], bias, 200 columns: three 64-column
+    // blocks and a short one) and a matmul by a [K, M] constant (130 columns).
+    use exec_support::decl;
+    let doc = serde_json::json!({
+        "format": "rml-graph", "version": 1, "weights": "w.safetensors",
+        "inputs": [decl("x", serde_json::json!([1, 300]))],
+        "constants": [
+            decl("w1", serde_json::json!([200, 300])),
+            decl("b1", serde_json::json!([200])),
+            decl("w2", serde_json::json!([200, 130])),
+        ],
+        "nodes": [
+            {"op": "linear", "inputs": ["x", "w1", "b1"], "outputs": ["h"]},
+            {"op": "tanh", "inputs": ["h"], "outputs": ["t"]},
+            {"op": "matmul", "inputs": ["t", "w2"], "outputs": ["y"]},
+        ],
+        "outputs": [decl("y", serde_json::json!([1, 130]))]
+    });
+    let (graph, constants) = exec_support::build(&doc);
+    let inputs = [exec_support::tensor(&[1, 300], 9)];
+    check_all(&graph, &constants, &inputs, 1e-5, "one-row GEMVs");
+}
+
+#[test]
 fn fusion_merges_elementwise_runs_and_packs_linears() {
     let (graph, constants) = exec_support::build(&exec_support::mlp(8, 2));
     let fused = Executor::new(graph.clone(), &constants, Options::default()).unwrap();

@@ -334,6 +334,7 @@ impl Ctx<'_> {
                         plain,
                         k: *k,
                         m: *m,
+                        pool: self.pool,
                     }),
                     x: *x,
                     params: [*bias, None],
@@ -559,9 +560,21 @@ impl Ctx<'_> {
         let work = Cost::Ps(work);
         let chunks = self.chunks(units, work);
         // A convolution on one chunk may split its output-channel rows instead.
+        // A convolution on one chunk may split its output-channel rows instead,
+        // and a one-row GEMV its columns.
         let inner = match g.map(|g| &g.rows) {
             Some(Rows::Conv(conv)) if chunks == 1 => {
                 conv.image_chunks(self.chunks(conv.channel_rows(), work))
+            }
+            Some(Rows::Gemm(gemm)) if chunks == 1 && gemm.plain.is_some() => {
+                let blocks = gemm.m.div_ceil(GEMV_COLUMNS);
+                let weight = Cost::WeightBytes(gemm.m.saturating_mul(gemm.k).saturating_mul(4));
+                chunk_count(
+                    self.threads,
+                    blocks,
+                    weight,
+                    self.min_chunk_ps / GEMV_BAR_DIVISOR,
+                )
             }
             _ => 1,
         };
@@ -1225,7 +1238,7 @@ impl Rows<'_> {
         match self {
             Rows::Gemm(gemm) => {
                 if let DataMut::F32(o) = &mut outs[at] {
-                    gemm.rows(x, params[0], o, first, scratch);
+                    gemm.rows(x, params[0], o, (first, inner), scratch);
                 }
                 epilogue(outs, first * cols);
             }
@@ -1307,6 +1320,8 @@ struct Gemm<'a> {
     plain: Option<(&'a [f32], bool)>,
     k: usize,
     m: usize,
+    /// Runs a GEMV's column chunks on its team.
+    pool: &'a ThreadPool,
 }
 
 impl Gemm<'_> {
@@ -1320,7 +1335,7 @@ impl Gemm<'_> {
         x: &[f32],
         bias: Option<&[f32]>,
         out: &mut [f32],
-        first: usize,
+        (first, column_chunks): (usize, usize),
         scratch: &mut [f32],
     ) {
         let (k, m) = (self.k, self.m);
@@ -1329,24 +1344,31 @@ impl Gemm<'_> {
         }
         let rows = out.len() / m;
         let a = &x[first * k..(first + rows) * k];
+        if self.plain.is_some() {
+            if column_chunks <= 1 {
+                self.gemv(a, bias, out, 0..m);
+                return;
+            }
+            // Column blocks of `GEMV_COLUMNS` (a multiple of every GEMV kernel's
+            // vector width, so each column takes the same path as unsplit).
+            let blocks = m.div_ceil(GEMV_COLUMNS);
+            let parallel = |n: usize, f: &(dyn Fn(usize) + Sync)| self.pool.run_team(n, f);
+            for_row_blocks(
+                out,
+                [blocks, GEMV_COLUMNS],
+                column_chunks,
+                &parallel,
+                &|range, y| {
+                    let columns = range.start * GEMV_COLUMNS..(range.end * GEMV_COLUMNS).min(m);
+                    self.gemv(a, bias, y, columns);
+                },
+            );
+            return;
+        }
         let epilogue = gemm::Epilogue {
             bias,
             ..gemm::Epilogue::default()
         };
-        if let Some((w, stored_mk)) = self.plain {
-            let done = gemm::MatRef::row_major(a, rows, k).and_then(|a| {
-                let c = gemm::MatMut::row_major(out, rows, m)?;
-                if stored_mk {
-                    let w = gemm::MatRef::row_major(w, m, k)?;
-                    gemm::gemv_nk(1.0, a, w, 0.0, c, &epilogue)
-                } else {
-                    let w = gemm::MatRef::row_major(w, k, m)?;
-                    gemm::gemv_kn(1.0, a, w, 0.0, c, &epilogue)
-                }
-            });
-            done.expect("linear weights are planned to these sizes");
-            return;
-        }
         let done = gemm::PackedB::new(self.packed, k, m).and_then(|b| {
             let a = gemm::MatRef::row_major(a, rows, k)?;
             let c = gemm::MatMut::row_major(out, rows, m)?;
@@ -1355,6 +1377,45 @@ impl Gemm<'_> {
         done.expect("linear steps are packed and planned to these sizes");
     }
 }
+
+impl Gemm<'_> {
+    /// Output columns `columns` of the one-row product `a · W` (+ bias) into `y`
+    /// (those columns alone) on the unpacked weight: a GEMV that streams the
+    /// weight's rows (`[M, K]`) or row pieces (`[K, M]`) once.
+    fn gemv(&self, a: &[f32], bias: Option<&[f32]>, y: &mut [f32], columns: Range<usize>) {
+        let Some((w, stored_mk)) = self.plain else {
+            return;
+        };
+        let (k, m) = (self.k, self.m);
+        let epilogue = gemm::Epilogue {
+            bias: bias.map(|b| &b[columns.clone()]),
+            ..gemm::Epilogue::default()
+        };
+        let width = columns.len();
+        let done = gemm::MatRef::row_major(a, 1, k).and_then(|a| {
+            let c = gemm::MatMut::row_major(y, 1, width)?;
+            if stored_mk {
+                let w = gemm::MatRef::row_major(&w[columns.start * k..columns.end * k], width, k)?;
+                gemm::gemv_nk(1.0, a, w, 0.0, c, &epilogue)
+            } else {
+                let w = gemm::MatRef::new(&w[columns.start..], k, width, m, 1)?;
+                gemm::gemv_kn(1.0, a, w, 0.0, c, &epilogue)
+            }
+        });
+        done.expect("linear weights are planned to these sizes");
+    }
+}
+
+/// Output columns per block of a split one-row GEMV (a multiple of the GEMV
+/// kernels' vector widths).
+const GEMV_COLUMNS: usize = 64;
+
+/// A one-row GEMV splits its columns at this fraction of the thread policy's work
+/// bar: each core streams its part of the weight at memory speed (two cores read
+/// a 1–4 MiB weight out of L3 about twice as fast as one), and one-row products
+/// come in chains (recurrences, decoding) that keep the team spinning, so the
+/// hand-off costs about a microsecond, not a wake-up.
+const GEMV_BAR_DIVISOR: usize = 4;
 
 /// An f32 input of a linear step: from the arena, or a constant.
 fn f32_input<'w>(

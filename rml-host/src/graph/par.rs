@@ -35,6 +35,8 @@ pub enum Cost {
     Elements(usize),
     /// Elements of an f64 per-element formula (group norm).
     F64Elements(usize),
+    /// Bytes of a weight streamed once by a GEMV (from L3 or memory).
+    WeightBytes(usize),
 }
 
 impl Cost {
@@ -46,6 +48,7 @@ impl Cost {
             Cost::RowElements(n) => n.saturating_mul(300),
             Cost::Elements(n) => n.saturating_mul(100),
             Cost::F64Elements(n) => n.saturating_mul(1000),
+            Cost::WeightBytes(n) => n.saturating_mul(21),
         }
     }
 }
