@@ -1,5 +1,6 @@
 //! Numerically stable row softmax: `y = exp(x - max(x)) / sum(exp(x - max(x)))`
-//! per row of a row-major matrix.
+//! per row of a row-major matrix, and log-softmax
+//! `y = (x - max(x)) - ln sum(exp(x - max(x)))`.
 //!
 //! Three passes over each row (max; exponentials and their sum; scaling), the
 //! last two on data a row-sized working set keeps in cache. A row containing NaN
@@ -62,12 +63,41 @@ fn softmax_row<V: Simd>(x: &[f32], y: &mut [f32]) {
     scale::<V>(y, 1.0 / sum);
 }
 
+/// `y = (x − max) − ln Σ exp(x − max)`: the exponentials go through `y` for
+/// their sum, then `y` is rewritten from `x`.
+#[inline(always)]
+fn log_softmax_row<V: Simd>(x: &[f32], y: &mut [f32]) {
+    let max = row_max::<V>(x);
+    let log_sum = libm::logf(exp_sub_sum::<V>(x, y, max));
+    let (m, ls) = (V::splat(max), V::splat(log_sum));
+    let l = V::LANES;
+    let main = x.len() - x.len() % l;
+    for (xc, yc) in x[..main].chunks_exact(l).zip(y[..main].chunks_exact_mut(l)) {
+        V::load(xc).sub(m).sub(ls).store(yc);
+    }
+    for (&v, o) in x[main..].iter().zip(&mut y[main..]) {
+        *o = (v - max) - log_sum;
+    }
+}
+
 /// Softmax of rows `rows` of the row-major matrix `x` (`cols` columns) into `y`,
 /// which holds exactly those rows (`rows.len() * cols` values).
 ///
 /// Errors: [`Error::BufferTooSmall`] if `x` has fewer than `rows.end * cols`
 /// values, [`Error::LengthMismatch`] for a wrongly sized `y`.
 pub fn softmax_rows(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32]) -> Result<()> {
+    rows_of(x, cols, rows, y, false)
+}
+
+/// Log-softmax `(x − max) − ln Σ exp(x − max)` of rows `rows` of `x` into `y`,
+/// as [`softmax_rows`] (same errors). A row holding NaN or `+inf`, or only
+/// `-inf`, gives NaN.
+pub fn log_softmax_rows(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32]) -> Result<()> {
+    rows_of(x, cols, rows, y, true)
+}
+
+/// [`softmax_rows`], or [`log_softmax_rows`] when `log`.
+fn rows_of(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32], log: bool) -> Result<()> {
     let (first, count) = check_rows(x.len(), cols, &rows)?;
     if y.len() != count {
         return Err(Error::LengthMismatch {
@@ -81,7 +111,11 @@ pub fn softmax_rows(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32]) -
     let x = &x[first..first + count];
     dispatch!(|V| {
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
-            softmax_row::<V>(xr, yr);
+            if log {
+                log_softmax_row::<V>(xr, yr);
+            } else {
+                softmax_row::<V>(xr, yr);
+            }
         }
     });
     Ok(())

@@ -9,7 +9,9 @@ use rml_kernels::isa::Isa;
 use rml_kernels::math;
 use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
 use rml_kernels::reduce::{ReduceOp, reduce_rows, sum_rows_f64};
-use rml_kernels::softmax::{softmax_parts_inplace, softmax_rows, softmax_rows_inplace};
+use rml_kernels::softmax::{
+    log_softmax_rows, softmax_parts_inplace, softmax_rows, softmax_rows_inplace,
+};
 use rml_kernels::testing::{Rng, SIZES, for_each_isa, test_len, ulp_error, unary_reference};
 
 /// Softmax: |y - ref| <= SOFTMAX_ATOL + SOFTMAX_RTOL |ref|.
@@ -399,6 +401,53 @@ fn softmax64(x: &[f32]) -> Vec<f64> {
     let e: Vec<f64> = x.iter().map(|&v| libm::exp(v as f64 - m)).collect();
     let s: f64 = e.iter().sum();
     e.iter().map(|v| v / s).collect()
+}
+
+/// Log-softmax error bound per element of a row, in units of `f32::EPSILON`
+/// times `1 + |want|`: the f32 sum of `cols` exponentials (relative error up to
+/// about `cols · ε`, so `cols · ε` absolute in its log), `logf`, the two
+/// subtractions and the vector `exp`'s ulps.
+const LOG_SOFTMAX_EPS: f64 = 8.0;
+
+#[test]
+fn log_softmax_matches_rml_core() {
+    use rml_core::ops::softmax::log_softmax;
+    use rml_core::{Shape, TensorView, TensorViewMut};
+    let mut rng = Rng::new(4);
+    for_each_isa(|isa| {
+        for &cols in SIZES.iter().filter(|&&c| c > 0) {
+            for scale in [1.0f32, 30.0] {
+                let rows = 3;
+                let mut x = vec![0.0f32; rows * cols];
+                rng.fill(&mut x, -scale, scale);
+                if cols > 2 {
+                    x[cols + 1] = f32::NEG_INFINITY;
+                }
+                let shape = Shape::new(&[rows, cols]).unwrap();
+                let xv = TensorView::new(&x[..], shape.clone()).unwrap();
+                let mut want = vec![0.0f32; rows * cols];
+                log_softmax(&xv, -1, &mut TensorViewMut::new(&mut want, shape).unwrap()).unwrap();
+                let mut got = vec![0.0f32; 2 * cols];
+                log_softmax_rows(&x, cols, 1..3, &mut got).unwrap();
+                for (g, w) in got.iter().zip(&want[cols..]) {
+                    let (g, w) = (f64::from(*g), f64::from(*w));
+                    let tol =
+                        (cols as f64 + LOG_SOFTMAX_EPS) * f64::from(f32::EPSILON) * (1.0 + w.abs());
+                    assert!(
+                        g == w || (g - w).abs() <= tol,
+                        "{} cols={cols}: {g} vs {w}",
+                        isa.name()
+                    );
+                }
+            }
+        }
+        let mut y = [0.0f32; 3];
+        log_softmax_rows(&[1.0, f32::NAN, 0.0], 3, 0..1, &mut y).unwrap();
+        assert!(y.iter().all(|v| v.is_nan()));
+        log_softmax_rows(&[f32::NEG_INFINITY; 3], 3, 0..1, &mut y).unwrap();
+        assert!(y.iter().all(|v| v.is_nan()));
+    });
+    assert!(log_softmax_rows(&[0.0; 4], 2, 0..3, &mut [0.0; 6]).is_err());
 }
 
 #[test]

@@ -1083,9 +1083,11 @@ fn row_kernel(
             let gamma = param(1)?;
             Some(norm::rms_norm_rows(xs, cols, rows, gamma, epsilon, y))
         }
-        Op::Softmax { log: false, axis } if x.shape().axis(axis).ok()? == last => {
-            Some(softmax::softmax_rows(xs, cols, rows, y))
-        }
+        Op::Softmax { log, axis } if x.shape().axis(axis).ok()? == last => Some(if log {
+            softmax::log_softmax_rows(xs, cols, rows, y)
+        } else {
+            softmax::softmax_rows(xs, cols, rows, y)
+        }),
         _ => None,
     }
 }
