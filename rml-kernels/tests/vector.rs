@@ -424,7 +424,7 @@ fn log_softmax_matches_rml_core() {
                     x[cols + 1] = f32::NEG_INFINITY;
                 }
                 let shape = Shape::new(&[rows, cols]).unwrap();
-                let xv = TensorView::new(&x[..], shape.clone()).unwrap();
+                let xv = TensorView::new(&x[..], shape).unwrap();
                 let mut want = vec![0.0f32; rows * cols];
                 log_softmax(&xv, -1, &mut TensorViewMut::new(&mut want, shape).unwrap()).unwrap();
                 let mut got = vec![0.0f32; 2 * cols];
