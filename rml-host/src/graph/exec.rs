@@ -1413,11 +1413,13 @@ impl Gemm<'_> {
 const GEMV_COLUMNS: usize = 64;
 
 /// A one-row GEMV splits its columns at this fraction of the thread policy's work
-/// bar: each core streams its part of the weight at memory speed (two cores read
-/// a 1–4 MiB weight out of L3 about twice as fast as one), and one-row products
-/// come in chains (recurrences, decoding) that keep the team spinning, so the
-/// hand-off costs about a microsecond, not a wake-up.
-const GEMV_BAR_DIVISOR: usize = 4;
+/// bar (6.25 µs per chunk): each core streams its part of the weight at memory
+/// speed (two cores read a 1–4 MiB weight out of L3 about twice as fast as one),
+/// and one-row products come in chains (recurrences, decoding) that keep the team
+/// spinning, so the hand-off costs about a microsecond, not a wake-up. At a quarter
+/// of the bar, rnn's 1 MiB step (22 µs) stayed on one thread and batch 1 ran 1.12×
+/// slower on 2 threads than on 1; at an eighth, 0.52×.
+const GEMV_BAR_DIVISOR: usize = 8;
 
 /// An f32 input of a linear step: from the arena, or a constant.
 fn f32_input<'w>(
