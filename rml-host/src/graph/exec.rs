@@ -559,7 +559,6 @@ impl Ctx<'_> {
         };
         let work = Cost::Ps(work);
         let chunks = self.chunks(units, work);
-        // A convolution on one chunk may split its output-channel rows instead.
         // A convolution on one chunk may split its output-channel rows instead,
         // and a one-row GEMV its columns.
         let inner = match g.map(|g| &g.rows) {
@@ -1331,7 +1330,8 @@ impl Gemm<'_> {
     /// `x` with the bias in its epilogue (the row block of `gemm_packed_range`, on a
     /// thread's own slice of the output). A row's value does not depend on the
     /// block it falls in (same K blocking and accumulation order for every row), so
-    /// any row partition gives the same bits.
+    /// any row partition gives the same bits. A one-row step runs the GEMV instead,
+    /// its columns split into `column_chunks` over the team.
     fn rows(
         &self,
         x: &[f32],
@@ -1378,9 +1378,7 @@ impl Gemm<'_> {
         });
         done.expect("linear steps are packed and planned to these sizes");
     }
-}
 
-impl Gemm<'_> {
     /// Output columns `columns` of the one-row product `a · W` (+ bias) into `y`
     /// (those columns alone) on the unpacked weight: a GEMV that streams the
     /// weight's rows (`[M, K]`) or row pieces (`[K, M]`) once.
