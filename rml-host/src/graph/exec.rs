@@ -1346,9 +1346,9 @@ impl Gemm<'_> {
         }
         let rows = out.len() / m;
         let a = &x[first * k..(first + rows) * k];
-        if self.plain.is_some() {
+        if let Some(weight) = self.plain {
             if column_chunks <= 1 {
-                self.gemv(a, bias, out, 0..m);
+                self.gemv(weight, a, bias, out, 0..m);
                 return;
             }
             // Column blocks of `GEMV_COLUMNS` (a multiple of every GEMV kernel's
@@ -1362,7 +1362,7 @@ impl Gemm<'_> {
                 &parallel,
                 &|range, y| {
                     let columns = range.start * GEMV_COLUMNS..(range.end * GEMV_COLUMNS).min(m);
-                    self.gemv(a, bias, y, columns);
+                    self.gemv(weight, a, bias, y, columns);
                 },
             );
             return;
@@ -1380,12 +1380,16 @@ impl Gemm<'_> {
     }
 
     /// Output columns `columns` of the one-row product `a · W` (+ bias) into `y`
-    /// (those columns alone) on the unpacked weight: a GEMV that streams the
-    /// weight's rows (`[M, K]`) or row pieces (`[K, M]`) once.
-    fn gemv(&self, a: &[f32], bias: Option<&[f32]>, y: &mut [f32], columns: Range<usize>) {
-        let Some((w, stored_mk)) = self.plain else {
-            return;
-        };
+    /// (those columns alone) on the unpacked weight `(w, stored_mk)` (`plain`): a
+    /// GEMV that streams the weight's rows (`[M, K]`) or row pieces (`[K, M]`) once.
+    fn gemv(
+        &self,
+        (w, stored_mk): (&[f32], bool),
+        a: &[f32],
+        bias: Option<&[f32]>,
+        y: &mut [f32],
+        columns: Range<usize>,
+    ) {
         let (k, m) = (self.k, self.m);
         let epilogue = gemm::Epilogue {
             bias: bias.map(|b| &b[columns.clone()]),
