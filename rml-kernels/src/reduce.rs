@@ -166,6 +166,49 @@ pub fn reduce_rows(
     Ok(())
 }
 
+/// `Ok` when `cols` is positive and `x` holds exactly `rows` rows of `cols` values
+/// ([`Error::LengthMismatch`] otherwise).
+fn check_whole_rows(x: &[f32], cols: usize, rows: usize) -> Result<()> {
+    let expected = rows.saturating_mul(cols);
+    if cols == 0 || x.len() != expected {
+        return Err(Error::LengthMismatch {
+            expected,
+            got: x.len(),
+        });
+    }
+    Ok(())
+}
+
+/// `out[j]` = `[mean, variance]` of row `j` of `x` (`cols` values) in f64, two
+/// passes as rml-core's normalizations take them: the mean is the in-order f64 sum
+/// divided by `cols`, the variance the in-order f64 sum of `(v − mean)²` divided
+/// by `cols`, so the bits equal rml-core's whatever the ISA (four rows side by
+/// side, [`Simd::sum4_rows_f64`](crate::simd::Simd) and `sum4_sq_dev_rows_f64`).
+///
+/// `cols` must be positive and `x` hold exactly `out.len() * cols` values
+/// ([`Error::LengthMismatch`]).
+pub fn moments_rows_f64(x: &[f32], cols: usize, out: &mut [[f64; 2]]) -> Result<()> {
+    check_whole_rows(x, cols, out.len())?;
+    let count = cols as f64;
+    dispatch!(|V| {
+        for (block, rows) in out.chunks_mut(4).zip(x.chunks(4 * cols)) {
+            if let Ok(block) = <&mut [[f64; 2]; 4]>::try_from(&mut *block) {
+                let means = V::sum4_rows_f64(rows, cols).map(|sum| sum / count);
+                let squares = V::sum4_sq_dev_rows_f64(rows, cols, means);
+                for ((o, mean), square) in block.iter_mut().zip(means).zip(squares) {
+                    *o = [mean, square / count];
+                }
+            } else {
+                for (o, row) in block.iter_mut().zip(rows.chunks_exact(cols)) {
+                    let (mean, var) = rml_core::ops::norm::moments(row, 0..cols);
+                    *o = [mean, var];
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
 /// `out[j]` = the f64 sum of row `j` of `x` (`cols` values), adding its values in
 /// order from `-0.0` and rounding to f32 once (divided by `cols` first when
 /// `mean`): the bits of rml-core's `reduce_sum`/`reduce_mean` over a last axis,
@@ -174,13 +217,7 @@ pub fn reduce_rows(
 /// `cols` must be positive and `x` hold exactly `out.len() * cols` values
 /// ([`Error::LengthMismatch`]).
 pub fn sum_rows_f64(x: &[f32], cols: usize, mean: bool, out: &mut [f32]) -> Result<()> {
-    let expected = out.len().saturating_mul(cols);
-    if cols == 0 || x.len() != expected {
-        return Err(Error::LengthMismatch {
-            expected,
-            got: x.len(),
-        });
-    }
+    check_whole_rows(x, cols, out.len())?;
     let finish = |sum: f64| if mean { sum / cols as f64 } else { sum } as f32;
     dispatch!(|V| {
         for (block, rows) in out.chunks_mut(4).zip(x.chunks(4 * cols)) {

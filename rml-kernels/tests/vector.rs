@@ -8,7 +8,7 @@ use rml_kernels::elementwise::{BinaryOp, Operand, UnaryOp, binary, unary, unary_
 use rml_kernels::isa::Isa;
 use rml_kernels::math;
 use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
-use rml_kernels::reduce::{ReduceOp, reduce_rows, sum_rows_f64};
+use rml_kernels::reduce::{ReduceOp, moments_rows_f64, reduce_rows, sum_rows_f64};
 use rml_kernels::softmax::{
     log_softmax_rows, softmax_parts_inplace, softmax_rows, softmax_rows_inplace,
 };
@@ -653,15 +653,7 @@ fn f64_row_sums_equal_rml_core_bit_for_bit() {
         // Rows around the 4-row blocks, columns around the 4-column transposes.
         for rows in [1, 3, 4, 5, 9] {
             for &cols in SIZES.iter().filter(|&&c| c > 0) {
-                // Small values among ±2^60, which cancel: a small value added
-                // next to a 2^60 is lost, so another order gives other bits.
-                let x: Vec<f32> = (0..rows * cols)
-                    .map(|_| match rng.uniform(0.0, 1.0) {
-                        u if u < 0.2 => 2f32.powi(60),
-                        u if u < 0.4 => -(2f32.powi(60)),
-                        _ => rng.uniform(-1.0, 1.0),
-                    })
-                    .collect();
+                let x = cancelling_rows(&mut rng, rows, cols);
                 let input = TensorView::new(&x[..], Shape::new(&[rows, cols]).unwrap()).unwrap();
                 for (mean, op) in [(false, CoreOp::Sum), (true, CoreOp::Mean)] {
                     let mut want = vec![0.0f32; rows];
@@ -684,6 +676,76 @@ fn f64_row_sums_equal_rml_core_bit_for_bit() {
     let mut out = [0.0f32; 2];
     assert!(sum_rows_f64(&[0.0; 4], 0, false, &mut out).is_err());
     assert!(sum_rows_f64(&[0.0; 5], 2, false, &mut out).is_err());
+}
+
+/// Rows of small values among ±2^60 (which cancel: a small value added next to a
+/// 2^60 is lost, so another summation order gives other bits).
+fn cancelling_rows(rng: &mut Rng, rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols)
+        .map(|_| match rng.uniform(0.0, 1.0) {
+            u if u < 0.2 => 2f32.powi(60),
+            u if u < 0.4 => -(2f32.powi(60)),
+            _ => rng.uniform(-1.0, 1.0),
+        })
+        .collect()
+}
+
+#[test]
+fn f64_row_moments_normalize_as_rml_core_group_norm_bit_for_bit() {
+    use rml_core::ops::norm::{Affine, group_norm, moments as core_moments};
+    use rml_core::{Shape, TensorView, TensorViewMut};
+    let mut rng = Rng::new(7);
+    let (eps, gamma, beta) = (1e-5f32, [1.5f32], [-0.25f32]);
+    for_each_isa(|isa| {
+        for rows in [1, 3, 4, 5, 9] {
+            for &cols in SIZES.iter().filter(|&&c| c > 0) {
+                // Half the rows cancelling around ±2^60, half plain.
+                let mut x = cancelling_rows(&mut rng, rows, cols);
+                for v in x.iter_mut().skip(rows / 2 * cols) {
+                    *v = rng.uniform(-3.0, 3.0);
+                }
+                // rml-core: each row one image of one channel, one group.
+                let shape = Shape::new(&[rows, 1, cols]).unwrap();
+                let input = TensorView::new(&x[..], shape).unwrap();
+                let one = Shape::new(&[1]).unwrap();
+                let affine = Affine {
+                    weight: Some(TensorView::new(&gamma[..], one).unwrap()),
+                    bias: Some(TensorView::new(&beta[..], one).unwrap()),
+                };
+                let mut want = vec![0.0f32; rows * cols];
+                let mut wv = TensorViewMut::new(&mut want, shape).unwrap();
+                group_norm(&input, 1, affine, eps, &mut wv).unwrap();
+                // The kernel's moments: rml-core's bits, and through rml-core's
+                // normalization formula its group_norm output.
+                let mut moments = vec![[f64::NAN; 2]; rows];
+                moments_rows_f64(&x, cols, &mut moments).unwrap();
+                for (row, &[mean, var]) in x.chunks_exact(cols).zip(&moments) {
+                    let (m, v) = core_moments(row, 0..cols);
+                    let what = format!("{} {rows}x{cols}", isa.name());
+                    assert_eq!(
+                        (mean.to_bits(), var.to_bits()),
+                        (m.to_bits(), v.to_bits()),
+                        "{what}"
+                    );
+                }
+                let got: Vec<f32> = x
+                    .chunks_exact(cols)
+                    .zip(&moments)
+                    .flat_map(|(row, &[mean, var])| {
+                        let inv_std = 1.0 / (var + f64::from(eps)).sqrt();
+                        let (w, b) = (f64::from(gamma[0]), f64::from(beta[0]));
+                        row.iter()
+                            .map(move |&v| ((f64::from(v) - mean) * inv_std * w + b) as f32)
+                    })
+                    .collect();
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{} {rows}x{cols}", isa.name());
+            }
+        }
+    });
+    let mut out = [[0.0f64; 2]; 2];
+    assert!(moments_rows_f64(&[0.0; 4], 0, &mut out).is_err());
+    assert!(moments_rows_f64(&[0.0; 5], 2, &mut out).is_err());
 }
 
 #[test]

@@ -70,8 +70,10 @@ fn check_eps(eps: f32) -> Result<()> {
     }
 }
 
-/// Mean and population variance of the values at `offsets` (f64, two passes).
-fn moments(data: &[f32], offsets: impl Iterator<Item = usize> + Clone) -> (f64, f64) {
+/// Mean and population variance of the values at `offsets` (f64, two passes, each
+/// sum in offset order): the moments every normalization here takes, and the
+/// reference for faster kernels that keep its bits.
+pub fn moments(data: &[f32], offsets: impl Iterator<Item = usize> + Clone) -> (f64, f64) {
     let count = offsets.clone().count() as f64;
     let mean = offsets.clone().map(|o| f64::from(data[o])).sum::<f64>() / count;
     let var = offsets

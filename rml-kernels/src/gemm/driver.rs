@@ -15,8 +15,18 @@ use crate::isa::Isa;
 const DIRECT_A_MAX_BYTES: usize = 256 << 10;
 
 /// Largest row-contiguous f32 B (in bytes) read in place by the micro-kernels at any
-/// M: half of L1, where packing it costs more than its reuse saves.
+/// M: half of L1, where packing it costs more than its reuse saves. Small M reads
+/// larger ones in place too (see `run`).
 const DIRECT_B_MAX_BYTES: usize = 16 << 10;
+
+/// One way of the 8-way 32 KiB L1d, in f32: addresses this far apart share a set.
+const L1_WAY_FLOATS: usize = 1024;
+
+/// Columns of B packed at a time when small M packs B (a 128 KiB block at `KC`
+/// rows, read from L2 by both row tiles). 8×512×2048 with B rows 8 KiB apart:
+/// read in place about 23–26 GFLOP/s, packed in blocks of 128 columns 37–38, of
+/// 64 or 256 columns 31–32 in the same sweep (docs/kernels.md).
+const SMALL_M_NC: usize = 128;
 
 /// Where B comes from.
 pub(crate) enum BSrc<'a, T> {
@@ -102,13 +112,21 @@ pub(crate) fn run<T: Weight>(
     let direct_a = m <= SMALL_M || (a.cs == 1 && k <= KC && m * k * 4 <= DIRECT_A_MAX_BYTES);
     // Small M, or a B of at most half of L1, reads a row-contiguous f32 B in place:
     // each B element is used by at most two row tiles, or B stays in L1 anyway, so
-    // packing it would cost more than it saves.
+    // packing it would cost more than it saves. Not so for small M of two row
+    // tiles when B's rows lie a multiple of 4 KiB apart: a strip walk down K then
+    // hits one L1 set (and a few L2 sets) row after row, so the second row tile
+    // fetches the strip from L3 again; such a B is packed in narrow column blocks.
     let direct_b: Option<(&[f32], usize)> = match &b {
-        BSrc::Plain(bm) if bm.cs == 1 && (m <= SMALL_M || k * n * 4 <= DIRECT_B_MAX_BYTES) => {
+        BSrc::Plain(bm)
+            if bm.cs == 1
+                && (k * n * 4 <= DIRECT_B_MAX_BYTES
+                    || (m <= SMALL_M && (m <= MR || !bm.rs.is_multiple_of(L1_WAY_FLOATS)))) =>
+        {
             T::as_f32(bm.data).map(|d| (d, bm.rs))
         }
         _ => None,
     };
+    let nc_block = if m <= SMALL_M { SMALL_M_NC } else { NC };
     let a_len = if direct_a {
         0
     } else {
@@ -124,8 +142,8 @@ pub(crate) fn run<T: Weight>(
     let (sa, sb) = scratch.split_at_mut(a_len);
     let fuse = !epi.is_identity();
 
-    for jc in (0..n).step_by(NC) {
-        let nc = NC.min(n - jc);
+    for jc in (0..n).step_by(nc_block) {
+        let nc = nc_block.min(n - jc);
         for pc in (0..k).step_by(KC) {
             let kc = KC.min(k - pc);
             // (buffer, offset of this block, step between NR panels, B row stride)

@@ -274,36 +274,23 @@ impl Simd for F32x8 {
     }
     #[inline(always)]
     fn sum4_rows_f64(rows: &[f32], cols: usize) -> [f64; 4] {
-        assert!(rows.len() >= 4 * cols);
-        let whole = cols - cols % 4;
         let mut acc = [-0.0f64; 4];
-        // SAFETY: every load reads `rows[i * cols + c..][..4]` with `i < 4` and
-        // `c + 4 <= whole <= cols`, inside `rows` (checked above); the store writes
-        // the four f64 of `acc`; AVX is available (module docs).
-        unsafe {
-            let p = rows.as_ptr();
-            let mut sums = _mm256_set1_pd(-0.0);
-            let mut c = 0;
-            while c < whole {
-                let [r0, r1, r2, r3] = [0, 1, 2, 3].map(|i| _mm_loadu_ps(p.add(i * cols + c)));
-                // Transpose: column j of the block holds value c + j of each row.
-                let (lo01, lo23) = (_mm_unpacklo_ps(r0, r1), _mm_unpacklo_ps(r2, r3));
-                let (hi01, hi23) = (_mm_unpackhi_ps(r0, r1), _mm_unpackhi_ps(r2, r3));
-                for column in [
-                    _mm_movelh_ps(lo01, lo23),
-                    _mm_movehl_ps(lo23, lo01),
-                    _mm_movelh_ps(hi01, hi23),
-                    _mm_movehl_ps(hi23, hi01),
-                ] {
-                    sums = _mm256_add_pd(sums, _mm256_cvtps_pd(column));
-                }
-                c += 4;
-            }
-            _mm256_storeu_pd(acc.as_mut_ptr(), sums);
-        }
+        let whole = add4_columns_f64(rows, cols, &mut acc, None);
         for c in whole..cols {
             for (i, a) in acc.iter_mut().enumerate() {
                 *a += f64::from(rows[i * cols + c]);
+            }
+        }
+        acc
+    }
+    #[inline(always)]
+    fn sum4_sq_dev_rows_f64(rows: &[f32], cols: usize, means: [f64; 4]) -> [f64; 4] {
+        let mut acc = [-0.0f64; 4];
+        let whole = add4_columns_f64(rows, cols, &mut acc, Some(means));
+        for c in whole..cols {
+            for (i, a) in acc.iter_mut().enumerate() {
+                let d = f64::from(rows[i * cols + c]) - means[i];
+                *a += d * d;
             }
         }
         acc
@@ -333,4 +320,55 @@ impl Simd for F32x8 {
             }
         })
     }
+}
+
+/// Adds each of the first `cols − cols % 4` columns of four rows of `cols` values
+/// (`rows[i * cols..][..cols]`) to `acc` in column order, lane `i` taking row `i`
+/// (with `means`, the squared deviation `(v − means[i])²` instead of `v`): 4 × 4
+/// blocks transposed so that each column is one register of four f64. Returns the
+/// columns done.
+#[inline(always)]
+fn add4_columns_f64(
+    rows: &[f32],
+    cols: usize,
+    acc: &mut [f64; 4],
+    means: Option<[f64; 4]>,
+) -> usize {
+    assert!(rows.len() >= 4 * cols);
+    let whole = cols - cols % 4;
+    // SAFETY: every load reads `rows[i * cols + c..][..4]` with `i < 4` and
+    // `c + 4 <= whole <= cols`, inside `rows` (checked above); the loads and the
+    // store of `acc` and `means` touch their four f64; AVX is available (module
+    // docs).
+    unsafe {
+        let p = rows.as_ptr();
+        let mut sums = _mm256_loadu_pd(acc.as_ptr());
+        let m = means.map(|m| _mm256_loadu_pd(m.as_ptr()));
+        let mut c = 0;
+        while c < whole {
+            let [r0, r1, r2, r3] = [0, 1, 2, 3].map(|i| _mm_loadu_ps(p.add(i * cols + c)));
+            // Transpose: column j of the block holds value c + j of each row.
+            let (lo01, lo23) = (_mm_unpacklo_ps(r0, r1), _mm_unpacklo_ps(r2, r3));
+            let (hi01, hi23) = (_mm_unpackhi_ps(r0, r1), _mm_unpackhi_ps(r2, r3));
+            for column in [
+                _mm_movelh_ps(lo01, lo23),
+                _mm_movehl_ps(lo23, lo01),
+                _mm_movelh_ps(hi01, hi23),
+                _mm_movehl_ps(hi23, hi01),
+            ] {
+                let v = _mm256_cvtps_pd(column);
+                let term = match m {
+                    Some(m) => {
+                        let d = _mm256_sub_pd(v, m);
+                        _mm256_mul_pd(d, d)
+                    }
+                    None => v,
+                };
+                sums = _mm256_add_pd(sums, term);
+            }
+            c += 4;
+        }
+        _mm256_storeu_pd(acc.as_mut_ptr(), sums);
+    }
+    whole
 }

@@ -121,6 +121,22 @@ pub(crate) trait Simd: Copy {
         }
         acc
     }
+    /// The f64 sums of squared deviations `(v − means[i])²` of four rows of `cols`
+    /// values, each from `-0.0` adding its terms in order (each term rounded once
+    /// to f64 before it is added, no fused multiply-add): the bits of a sequential
+    /// two-pass variance sum whatever the ISA. Portable by default; AVX2 transposes
+    /// like [`Simd::sum4_rows_f64`].
+    #[inline(always)]
+    fn sum4_sq_dev_rows_f64(rows: &[f32], cols: usize, means: [f64; 4]) -> [f64; 4] {
+        let mut acc = [-0.0f64; 4];
+        for c in 0..cols {
+            for (i, a) in acc.iter_mut().enumerate() {
+                let d = f64::from(rows[i * cols + c]) - means[i];
+                *a += d * d;
+            }
+        }
+        acc
+    }
 }
 
 /// The bits of the f32 just below `√½` (0.70710677): `exponent_mantissa` subtracts
