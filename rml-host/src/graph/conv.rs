@@ -406,8 +406,10 @@ impl Band<'_> {
 /// output rows `rows` into their GEMM panels `panels` (`k × NR` values each, as
 /// `gemm::pack_b` lays them out; columns past the band zero): row `(ci·kh + i)·kw + j`,
 /// column `(oy − rows.start)·ow + ox` is the input at row `oy·s0 − top + i·d0`,
-/// column `ox·s1 − left + j·d1` of channel `ci` (0 in the padding). The row is
-/// built in `row` (`cols.len()` values), then scattered into the panels.
+/// column `ox·s1 − left + j·d1` of channel `ci` (0 in the padding). A stride-1
+/// convolution whose output rows are as long as the input's copies its one shifted
+/// run of the input straight into the panels; any other row is built in `row`
+/// (`cols.len()` values), then copied into them.
 fn unroll_row(
     p: &Conv2dParams,
     x: &[f32],
@@ -423,16 +425,20 @@ fn unroll_row(
     // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
     let shift = j * d[1];
     let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
-    let dst = &mut row[..cols.len()];
+    let mut out = PanelRow {
+        panels,
+        place: RowPlace { r, k },
+    };
+    out.zero(cols.len()..cols.len().next_multiple_of(gemm::NR));
     if s == [1, 1] && w == ow {
         let shifted = ShiftedPlane {
             plane,
             base: (rows.start + i * d[0]) * w + shift,
             sub: p.padding.top * w + p.padding.left,
         };
-        shifted.copy(ow, (lo, hi), (cols, dst));
-        return scatter_row(dst, r, k, panels);
+        return shifted.copy(ow, (lo, hi), (cols, &mut out));
     }
+    let dst = &mut row[..cols.len()];
     let mut c = cols.start;
     while c < cols.end {
         // The piece of output row `oy` from column `ox0` to `ox1` (exclusive).
@@ -460,7 +466,7 @@ fn unroll_row(
             }
         }
     }
-    scatter_row(dst, r, k, panels);
+    out.copy(0, dst);
 }
 
 /// An im2col row of a stride-1 convolution whose output rows are as long as the
@@ -475,9 +481,14 @@ struct ShiftedPlane<'a> {
 }
 
 impl ShiftedPlane<'_> {
-    /// Band columns `cols` into `dst` (`cols.len()` values; output rows of `ow`
-    /// columns, `lo..hi` as from [`columns_inside`]).
-    fn copy(&self, ow: usize, (lo, hi): (usize, usize), (cols, dst): (Range<usize>, &mut [f32])) {
+    /// Band columns `cols` into `out` (output rows of `ow` columns, `lo..hi` as
+    /// from [`columns_inside`]).
+    fn copy(
+        &self,
+        ow: usize,
+        (lo, hi): (usize, usize),
+        (cols, out): (Range<usize>, &mut PanelRow<'_>),
+    ) {
         // Band columns whose plane index `c + base − sub` lies in the plane.
         let first = self
             .sub
@@ -487,11 +498,11 @@ impl ShiftedPlane<'_> {
             .saturating_sub(self.base)
             .clamp(first, cols.end);
         let at = |c: usize| c - cols.start;
-        dst[..at(first)].fill(0.0);
-        dst[at(end)..].fill(0.0);
+        out.zero(0..at(first));
+        out.zero(at(end)..cols.len());
         if first < end {
             let from = first + self.base - self.sub;
-            dst[at(first)..at(end)].copy_from_slice(&self.plane[from..from + (end - first)]);
+            out.copy(at(first), &self.plane[from..from + (end - first)]);
         }
         if cols.is_empty() || (lo == 0 && hi == ow) {
             return;
@@ -502,30 +513,80 @@ impl ShiftedPlane<'_> {
             for pad in [start..start + lo, start + hi..start + ow] {
                 let (a, b) = (pad.start.max(cols.start), pad.end.min(cols.end));
                 if a < b {
-                    dst[at(a)..at(b)].fill(0.0);
+                    out.zero(at(a)..at(b));
                 }
             }
         }
     }
 }
 
-/// Row `r` of a `k`-row block whose columns `values` start at a panel edge, into its
-/// packed GEMM panels `panels` (`k × NR` values each, as `gemm::pack_b` lays them
-/// out), the last panel's columns past `values` zero.
-fn scatter_row(values: &[f32], r: usize, k: usize, panels: &mut [f32]) {
-    const NR: usize = gemm::NR;
-    let mut panels = panels.chunks_exact_mut(k * NR);
-    let mut full = values.chunks_exact(NR);
-    // `full` goes first: `zip` stops on it without taking a panel.
-    for (v, panel) in full.by_ref().zip(panels.by_ref()) {
-        let dst: &mut [f32; NR] = (&mut panel[r * NR..][..NR]).try_into().expect("NR values");
-        *dst = v.try_into().expect("NR values");
+/// Row `r` of a `k`-row block laid out as packed GEMM panels (`k × NR` values
+/// each, as `gemm::pack_b` lays them out). Writes go there directly, in pieces that
+/// end at panel edges (a whole panel's row is one fixed 16-value copy).
+struct PanelRow<'a> {
+    panels: &'a mut [f32],
+    place: RowPlace,
+}
+
+/// Where row `r` of a `k`-row panelled block puts its columns: column `c` is
+/// `panels[(c / NR)·k·NR + r·NR + c % NR]`.
+#[derive(Clone, Copy)]
+struct RowPlace {
+    r: usize,
+    k: usize,
+}
+
+impl RowPlace {
+    /// Where column `c` lives in the panels.
+    fn at(self, c: usize) -> usize {
+        const NR: usize = gemm::NR;
+        (c / NR) * self.k * NR + self.r * NR + c % NR
     }
-    let rest = full.remainder();
-    if let Some(panel) = panels.next() {
-        let dst = &mut panel[r * NR..][..NR];
-        dst[..rest.len()].copy_from_slice(rest);
-        dst[rest.len()..].fill(0.0);
+
+    /// Calls `f(at, n)` for each piece of columns `c..c + len` within one panel:
+    /// `at` its place in the panels, `n` its length.
+    fn pieces(self, c: usize, len: usize, mut f: impl FnMut(usize, usize)) {
+        const NR: usize = gemm::NR;
+        let mut done = 0;
+        while done < len {
+            let col = c + done;
+            let n = (NR - col % NR).min(len - done);
+            f(self.at(col), n);
+            done += n;
+        }
+    }
+}
+
+impl PanelRow<'_> {
+    /// `values` into columns `c..c + values.len()`: a piece up to the next panel
+    /// edge, whole panel rows as fixed 16-value copies, then the rest.
+    fn copy(&mut self, c: usize, values: &[f32]) {
+        const NR: usize = gemm::NR;
+        let head = ((NR - c % NR) % NR).min(values.len());
+        let (first, rest) = values.split_at(head);
+        self.place.pieces(c, head, |at, n| {
+            self.panels[at..at + n].copy_from_slice(first);
+        });
+        let c = c + head;
+        let mut whole = rest.chunks_exact(NR);
+        let (step, start) = (self.place.k * NR, self.place.at(c));
+        for (i, v) in whole.by_ref().enumerate() {
+            let at = start + i * step;
+            let dst: &mut [f32; NR] = (&mut self.panels[at..at + NR]).try_into().expect("NR");
+            *dst = v.try_into().expect("NR values");
+        }
+        let tail = whole.remainder();
+        let done = rest.len() - tail.len();
+        self.place.pieces(c + done, tail.len(), |at, n| {
+            self.panels[at..at + n].copy_from_slice(tail);
+        });
+    }
+
+    /// Zeros in columns `cols`.
+    fn zero(&mut self, cols: Range<usize>) {
+        self.place.pieces(cols.start, cols.len(), |at, n| {
+            self.panels[at..at + n].fill(0.0);
+        });
     }
 }
 

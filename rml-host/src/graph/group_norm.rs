@@ -1,6 +1,9 @@
 //! `group_norm` on contiguous f32 `[N, C, …]` data: rml-core's two-pass f64 moments
-//! per (image, group) and its normalization formula, over plain slices, so it equals
-//! the reference bit for bit. (Image, group) blocks split across threads.
+//! per (image, group) (rml-kernels' `moments_rows_f64`, four blocks side by side)
+//! and its normalization formula, over plain slices, so it equals the reference bit
+//! for bit. (Image, group) blocks split across threads.
+
+use rml_kernels::reduce as kr;
 
 use super::batch_norm::normalize;
 use super::par::{Parallel, for_row_blocks};
@@ -36,25 +39,24 @@ pub fn group_norm(
     let per_group = c / groups;
     let block = per_group * inner;
     for_row_blocks(out, [n * groups, block], chunks, parallel, &|range, dst| {
-        for (j, dst) in range.zip(dst.chunks_exact_mut(block)) {
-            let src = &x[j * block..][..block];
-            let count = block as f64;
-            let mean = src.iter().map(|&v| f64::from(v)).sum::<f64>() / count;
-            let var = src
-                .iter()
-                .map(|&v| (f64::from(v) - mean) * (f64::from(v) - mean))
-                .sum::<f64>()
-                / count;
-            let inv_std = 1.0 / (var + f64::from(epsilon)).sqrt();
-            let first = (j % groups) * per_group;
-            for (ci, (s, d)) in src
-                .chunks_exact(inner)
-                .zip(dst.chunks_exact_mut(inner))
-                .enumerate()
-            {
-                let w = weight.map_or(1.0, |w| f64::from(w[first + ci]));
-                let b = bias.map_or(0.0, |b| f64::from(b[first + ci]));
-                normalize(s, d, [mean, inv_std, w, b]);
+        // Four of this chunk's blocks at a time: their moments, then their
+        // normalization.
+        let mut moments = [[0.0f64; 2]; 4];
+        for (q, quad) in dst.chunks_mut(4 * block).enumerate() {
+            let first_block = range.start + 4 * q;
+            let moments = &mut moments[..quad.len() / block];
+            let src = &x[first_block * block..][..quad.len()];
+            kr::moments_rows_f64(src, block, moments).expect("block lengths are checked above");
+            let blocks = (first_block..).zip(quad.chunks_exact_mut(block));
+            for (&[mean, var], (j, dst)) in moments.iter().zip(blocks) {
+                let inv_std = 1.0 / (var + f64::from(epsilon)).sqrt();
+                let first = (j % groups) * per_group;
+                let src = x[j * block..][..block].chunks_exact(inner);
+                for (ci, (s, d)) in src.zip(dst.chunks_exact_mut(inner)).enumerate() {
+                    let w = weight.map_or(1.0, |w| f64::from(w[first + ci]));
+                    let b = bias.map_or(0.0, |b| f64::from(b[first + ci]));
+                    normalize(s, d, [mean, inv_std, w, b]);
+                }
             }
         }
     });
