@@ -11,6 +11,7 @@
 //!   on the calling thread;
 //! - [`formats`]: safetensors (single and sharded), GGUF, `.npy`/`.npz` and checkpoints, read
 //!   by mmap and validated completely before use, each with a writer;
+//! - [`isa_env`]: `RML_ISA`, which forces one kernel family for the process;
 //! - [`Error`]: the crate's typed error, naming the file, field and tensor at fault;
 //! - the `rml-host` CLI (`rml-host inspect FILE`).
 //!
@@ -28,6 +29,7 @@ pub mod buffer;
 pub mod error;
 pub mod formats;
 pub mod graph;
+pub mod isa_env;
 mod mmap;
 pub mod pool;
 pub mod team;

@@ -107,6 +107,10 @@ struct Summary {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = rml_host::isa_env::force_from_env() {
+        eprintln!("rml-host: error: {e}");
+        return ExitCode::FAILURE;
+    }
     let graph_result = match &cli.command {
         Command::Run {
             graph,

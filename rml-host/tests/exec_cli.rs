@@ -97,6 +97,33 @@ fn run_compares_with_expected_and_writes_outputs() {
 }
 
 #[test]
+fn rml_isa_forces_a_kernel_family_and_names_a_bad_one() {
+    let graph = folder("cli_isa");
+    let path = graph.to_str().unwrap();
+    let run_with = |isa: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rml-host"))
+            .args(["run", path])
+            .env("RML_ISA", isa)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (
+            out.status.success(),
+            stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = run_with("scalar");
+    assert!(ok && stdout.contains("max error"), "{stderr}");
+    let (ok, _, stderr) = run_with("sse9");
+    assert!(
+        !ok && stderr.starts_with("rml-host: error: RML_ISA=sse9: ")
+            && stderr.contains("scalar, avx2, avx512, neon"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn run_reports_bad_inputs_on_one_line() {
     let graph = folder("cli_bad");
     let (ok, _, stderr) = rml_host(&["run", graph.to_str().unwrap(), "--input", "nope"]);

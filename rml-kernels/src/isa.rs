@@ -1,4 +1,5 @@
-//! Instruction-set dispatch: which kernel family (scalar, AVX2+FMA, NEON) runs.
+//! Instruction-set dispatch: which kernel family (scalar, AVX2+FMA, AVX-512, NEON)
+//! runs.
 //!
 //! The best ISA the CPU supports is detected once: at run time with the `std`
 //! feature (`is_x86_feature_detected!`), at compile time from `cfg(target_feature)`
@@ -19,10 +20,13 @@ pub enum Isa {
     Avx2 = 2,
     /// aarch64 Advanced SIMD (baseline on aarch64).
     Neon = 3,
+    /// x86_64 AVX2 level plus AVX-512F: the f32 GEMM micro-kernel keeps its tile in
+    /// zmm registers; every other kernel is the AVX2 one.
+    Avx512 = 4,
 }
 
-/// Every ISA, best last.
-pub const ALL_ISAS: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Neon];
+/// Every ISA, best last (of those a machine supports).
+pub const ALL_ISAS: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon];
 
 impl Isa {
     /// Lower-case name, as accepted by [`Isa::parse`] and `RML_ISA`.
@@ -31,16 +35,17 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Neon => "neon",
+            Isa::Avx512 => "avx512",
         }
     }
 
-    /// Parses `scalar`, `avx2` or `neon`.
+    /// Parses `scalar`, `avx2`, `avx512` or `neon`.
     pub fn parse(name: &str) -> Result<Isa> {
         ALL_ISAS
             .into_iter()
             .find(|isa| isa.name().eq_ignore_ascii_case(name))
             .ok_or(Error::InvalidArgument(
-                "ISA must be one of scalar, avx2, neon",
+                "ISA must be one of scalar, avx2, avx512, neon",
             ))
     }
 
@@ -50,7 +55,14 @@ impl Isa {
             Isa::Scalar => true,
             Isa::Avx2 => avx2_supported(),
             Isa::Neon => cfg!(all(target_arch = "aarch64", target_feature = "neon")),
+            Isa::Avx512 => avx2_supported() && avx512f_supported(),
         }
+    }
+
+    /// True for the ISAs that run the AVX2 kernels (AVX2 itself, and AVX-512 for
+    /// everything but its own GEMM micro-kernel).
+    pub const fn has_avx2(self) -> bool {
+        matches!(self, Isa::Avx2 | Isa::Avx512)
     }
 
     fn from_u8(v: u8) -> Option<Isa> {
@@ -76,6 +88,16 @@ fn avx2_supported() -> bool {
         target_feature = "fma",
         target_feature = "f16c"
     ))
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+fn avx512f_supported() -> bool {
+    std::is_x86_feature_detected!("avx512f")
+}
+
+#[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+fn avx512f_supported() -> bool {
+    cfg!(all(target_arch = "x86_64", target_feature = "avx512f"))
 }
 
 /// 0 = not chosen yet; otherwise an `Isa` discriminant.

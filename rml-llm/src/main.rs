@@ -44,6 +44,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let done = |()| ExitCode::SUCCESS;
+    if let Err(e) = rml_host::isa_env::force_from_env() {
+        eprintln!("rml-llm: error: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match Cli::parse().command {
         Command::Generate(c) => c.run(),
         Command::Chat(c) => c.run().map(done),

@@ -42,12 +42,18 @@ pub(crate) enum Kernel {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2(super::x86_avx2::Avx2),
+    #[cfg(target_arch = "x86_64")]
+    Avx512(super::x86_avx512::Avx512),
     #[cfg(target_arch = "aarch64")]
     Neon(super::aarch64_neon::Neon),
 }
 
 impl Kernel {
     pub(crate) fn new(isa: Isa) -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = super::x86_avx512::Avx512::new(isa) {
+            return Kernel::Avx512(k);
+        }
         #[cfg(target_arch = "x86_64")]
         if let Some(k) = super::x86_avx2::Avx2::new(isa) {
             return Kernel::Avx2(k);
@@ -66,8 +72,35 @@ impl Kernel {
             Kernel::Scalar => tile_scalar(spec, a, b, c),
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2(k) => k.tile(spec, a, b, c),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512(k) => k.avx2().tile(spec, a, b, c),
             #[cfg(target_arch = "aarch64")]
             Kernel::Neon(k) => k.tile(spec, a, b, c),
+        }
+    }
+
+    /// Columns one kernel call covers when at least that many are left and C's
+    /// columns are contiguous: two B panels for AVX-512, one otherwise.
+    fn width(self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512(_) => 2 * NR,
+            _ => NR,
+        }
+    }
+
+    /// Two side-by-side full tiles, the second B panel `b_step` floats after the
+    /// first, into `2·NR` columns of C: one call where the kernel takes two panels
+    /// ([`Kernel::width`]), two otherwise.
+    #[inline]
+    fn tile_pair(self, spec: &TileSpec, a: &[f32], b: &[f32], b_step: usize, c: &mut [f32]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512(k) => k.tile_pair(spec, a, b, b_step, c),
+            _ => {
+                self.tile(spec, a, b, c);
+                self.tile(spec, a, &b[b_step..], &mut c[NR..]);
+            }
         }
     }
 }
@@ -164,8 +197,11 @@ pub(crate) fn run<T: Weight>(
                 if !direct_a {
                     pack_a(&a, ic, mc, pc, kc, sa);
                 }
-                for jr in (0..nc).step_by(NR) {
-                    let nr = NR.min(nc - jr);
+                let mut jr = 0;
+                while jr < nc {
+                    // A pair of full panels where the kernel takes two, else one.
+                    let pair = kern.width() > NR && c.cs == 1 && nc - jr >= 2 * NR;
+                    let nr = if pair { 2 * NR } else { NR.min(nc - jr) };
                     let bs = &bbuf[b_off + (jr / NR) * b_step..];
                     for (ir, mr) in row_tiles(mc, direct_a) {
                         let (abuf, a_off, rs_a, cs_a) = if direct_a {
@@ -176,7 +212,7 @@ pub(crate) fn run<T: Weight>(
                         let mut spec = TileSpec {
                             kc,
                             mr,
-                            nr,
+                            nr: nr.min(NR),
                             rs_a,
                             cs_a,
                             rs_b,
@@ -185,7 +221,10 @@ pub(crate) fn run<T: Weight>(
                             beta: beta_k,
                         };
                         let (ci, cj) = (ic + ir, jc + jr);
-                        if c.cs == 1 {
+                        if pair {
+                            let cs = &mut c.data[ci * c.rs + cj..];
+                            kern.tile_pair(&spec, &abuf[a_off..], bs, b_step, cs);
+                        } else if c.cs == 1 {
                             let cs = &mut c.data[ci * c.rs + cj..];
                             kern.tile(&spec, &abuf[a_off..], bs, cs);
                         } else {
@@ -210,6 +249,7 @@ pub(crate) fn run<T: Weight>(
                             epi.apply_tile(&mut c, ci, mr, cj, nr);
                         }
                     }
+                    jr += nr;
                 }
             }
         }

@@ -32,6 +32,8 @@ mod tile;
 mod aarch64_neon;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx512;
 
 #[cfg(all(test, feature = "std"))]
 mod tests;

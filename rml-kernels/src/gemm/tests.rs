@@ -619,6 +619,39 @@ fn prepacked_b_and_ranges_match_plain_gemm() {
     });
 }
 
+/// The AVX-512 kernel's tile pairs run the AVX2 kernel's FMA chains, so they give
+/// its bits: A and B packed or read in place, ragged column tails, alpha and beta.
+/// (Both are checked against the f64 reference by the tests above.)
+#[test]
+fn avx512_tile_pairs_give_the_avx2_bits() {
+    let _guard = ISA_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !Isa::Avx512.is_supported() {
+        return;
+    }
+    let before = crate::isa::active();
+    let mut rng = Rng(43);
+    for (m, k, n) in [(5, 7, 40), (13, 40, 64), (200, 300, 97)] {
+        let a = TMat::new(&mut rng, m, k, Lay::RowMajor, 0.0);
+        let b = TMat::new(&mut rng, k, n, Lay::RowMajor, 0.0);
+        let c0 = TMat::new(&mut rng, m, n, Lay::RowMajor, 0.0);
+        let run = |isa| {
+            force(isa).unwrap();
+            let mut c = c0.vals.clone();
+            let mut s = vec![0.0; gemm_scratch_len(m, n, k)];
+            let cm = MatMut::row_major(&mut c, m, n).unwrap();
+            gemm(0.5, a.view(), b.view(), 1.5, cm, &mut s).unwrap();
+            c
+        };
+        let (avx2, avx512) = (run(Isa::Avx2), run(Isa::Avx512));
+        let same = avx2
+            .iter()
+            .zip(&avx512)
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+        assert!(same, "{m}x{k}x{n}");
+    }
+    force(before).unwrap();
+}
+
 #[test]
 fn range_leaves_the_rest_of_c_untouched() {
     let mut rng = Rng(37);

@@ -37,6 +37,20 @@ impl TileSpec {
             "gemm tile out of bounds"
         );
     }
+
+    /// [`assert_fits`](Self::assert_fits) for two side-by-side full tiles (the
+    /// AVX-512 kernel's): `nr == NR` columns from the B panel at 0 and as many from
+    /// the one `b_step` floats further, into `2·NR` columns of C.
+    pub fn assert_fits_pair(&self, a: usize, b: usize, c: usize, b_step: usize) {
+        assert!(self.nr == NR, "a tile pair holds two full panels");
+        self.assert_fits(a, b, c);
+        let b_need = (self.kc - 1) * self.rs_b + NR;
+        let c_need = (self.mr - 1) * self.rs_c + 2 * NR;
+        assert!(
+            b_step.checked_add(b_need).is_some_and(|need| need <= b) && c_need <= c,
+            "gemm tile pair out of bounds"
+        );
+    }
 }
 
 /// Stores `alpha · acc + beta · C` for the tile (C ignored when `beta == 0`).

@@ -22,10 +22,11 @@ use crate::isa::Isa;
 pub(crate) struct Avx2(());
 
 impl Avx2 {
-    /// The token when `isa` is AVX2 and the CPU supports it.
+    /// The token when `isa` runs the AVX2 kernels (AVX2, AVX-512) and the CPU
+    /// supports it.
     #[inline]
     pub(crate) fn new(isa: Isa) -> Option<Avx2> {
-        (isa == Isa::Avx2 && isa.is_supported()).then_some(Avx2(()))
+        (isa.has_avx2() && isa.is_supported()).then_some(Avx2(()))
     }
 
     /// One GEMM micro-tile (see `tile.rs` for the contract).

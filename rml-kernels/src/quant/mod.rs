@@ -84,7 +84,7 @@ pub fn quantize_act(act: DType, x: &[f32], dst: &mut [u8]) -> Result<()> {
     check_eq(act.storage_bytes(x.len())?, dst.len())?;
     match isa::active() {
         #[cfg(target_arch = "x86_64")]
-        isa::Isa::Avx2 => avx2::quantize_act(act, x, dst),
+        isa::Isa::Avx2 | isa::Isa::Avx512 => avx2::quantize_act(act, x, dst),
         #[cfg(target_arch = "aarch64")]
         isa::Isa::Neon if act == DType::Q8_0 => neon::quantize_q8_0(x, dst),
         _ => scalar::quantize_act(act, x, dst),
@@ -99,7 +99,7 @@ pub fn dequantize(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     }
     check_eq(dtype.storage_bytes(dst.len())?, src.len())?;
     #[cfg(target_arch = "x86_64")]
-    if isa::active() == isa::Isa::Avx2 && avx2::dequantize(dtype, src, dst) {
+    if isa::active().has_avx2() && avx2::dequantize(dtype, src, dst) {
         return Ok(());
     }
     scalar::dequantize(dtype, src, dst)
@@ -163,7 +163,7 @@ fn rows_dot(weight: DType, w: &[u8], act: &[u8], out: &mut [f32], cached: bool) 
     let _ = cached;
     let done = match isa::active() {
         #[cfg(target_arch = "x86_64")]
-        isa::Isa::Avx2 => avx2::rows_dot(weight, w, act, out, cached),
+        isa::Isa::Avx2 | isa::Isa::Avx512 => avx2::rows_dot(weight, w, act, out, cached),
         #[cfg(target_arch = "aarch64")]
         isa::Isa::Neon => neon::rows_dot(weight, w, act, out),
         _ => false,
@@ -266,7 +266,7 @@ pub fn gemm_quantized(
     }
     #[cfg(target_arch = "x86_64")]
     if m >= TILE_MIN_M
-        && isa::active() == isa::Isa::Avx2
+        && isa::active().has_avx2()
         && gemm_avx2::gemm(weight, w, k, acts, m, out, ldo)
     {
         return Ok(());
