@@ -13,8 +13,9 @@
 #   PYTHON=/path/to/python (with numpy); default: a scratch venv in $SCRATCH/venv.
 #   RML_BENCH_CLOCK=cpu   # divide by thread CPU time instead of wall time
 # Single-threaded sweeps first print the measured FMA peak ("peak fma ymm12": 12
-# independent ymm FMA chains, no memory traffic) under the same clock, so "% of peak"
-# uses this sweep's own figure rather than a nominal clock.
+# independent ymm FMA chains, no memory traffic; "peak fma zmm12" too where the CPU has
+# AVX-512F) under the same clock, so "% of peak" uses this sweep's own figure rather
+# than a nominal clock. RML_ISA=avx2 (or scalar, avx512) forces rml's kernel family.
 #   ONLY=512x512          # only the Rust side, only shapes containing this text
 #   THREADS=2             # two threads: rml split in halves on a 2-thread rayon pool
 #                         # (columns for M ≤ N, else rows; one thread under 2^19
@@ -188,6 +189,29 @@ fn fma_peak() -> f64 {
     (ITERS * 12 * 16) as f64 / 1e9 / secs
 }
 
+/// The same with 12 zmm accumulators (32 flop per FMA), for CPUs with AVX-512F: the
+/// ceiling of rml's `avx512` GEMM tile.
+#[cfg(target_arch = "x86_64")]
+fn fma_peak_zmm() -> f64 {
+    use std::arch::x86_64::*;
+    #[target_feature(enable = "avx512f")]
+    fn fmas(iters: u64) -> f32 {
+        let mut acc = [_mm512_set1_ps(1.0); 12];
+        let m = std::hint::black_box(_mm512_set1_ps(0.999_999));
+        let a = std::hint::black_box(_mm512_set1_ps(1e-7));
+        for _ in 0..std::hint::black_box(iters) {
+            for x in &mut acc {
+                *x = _mm512_fmadd_ps(*x, m, a);
+            }
+        }
+        _mm512_reduce_add_ps(acc.iter().fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x)))
+    }
+    const ITERS: u64 = 100_000;
+    // SAFETY: only called when the CPU reports AVX-512F.
+    let secs = time(|| { std::hint::black_box(unsafe { fmas(ITERS) }); });
+    (ITERS * 12 * 32) as f64 / 1e9 / secs
+}
+
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (v[v.len() / 2], v[0], v[v.len() - 1])
@@ -196,6 +220,10 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
 fn main() {
     let rounds: usize = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(7);
     let only = std::env::args().nth(2).unwrap_or_default();
+    if let Ok(name) = std::env::var("RML_ISA") {
+        let isa = rml_kernels::isa::Isa::parse(&name).expect("RML_ISA names a kernel family");
+        rml_kernels::isa::force(isa).expect("RML_ISA: this CPU cannot run that family");
+    }
     let shapes = [
         (64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
         (2048, 2048, 2048), (1, 4096, 4096), (8, 512, 2048), (64, 512, 2048), (64, 256, 256),
@@ -205,6 +233,10 @@ fn main() {
     if threads() == 1 && "peak".contains(&only) && is_x86_feature_detected!("fma") {
         let (med, lo, hi) = stats((0..rounds).map(|_| fma_peak()).collect());
         println!("peak fma ymm12 {med:.1} {lo:.1} {hi:.1}");
+        if is_x86_feature_detected!("avx512f") {
+            let (med, lo, hi) = stats((0..rounds).map(|_| fma_peak_zmm()).collect());
+            println!("peak fma zmm12 {med:.1} {lo:.1} {hi:.1}");
+        }
     }
     for (m, k, n) in shapes {
         if !format!("{m}x{k}x{n}").contains(&only) {

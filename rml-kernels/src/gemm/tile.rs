@@ -41,6 +41,7 @@ impl TileSpec {
     /// [`assert_fits`](Self::assert_fits) for two side-by-side full tiles (the
     /// AVX-512 kernel's): `nr == NR` columns from the B panel at 0 and as many from
     /// the one `b_step` floats further, into `2·NR` columns of C.
+    #[cfg(target_arch = "x86_64")]
     pub fn assert_fits_pair(&self, a: usize, b: usize, c: usize, b_step: usize) {
         assert!(self.nr == NR, "a tile pair holds two full panels");
         self.assert_fits(a, b, c);
