@@ -119,6 +119,27 @@ impl Avx2 {
     }
 }
 
+/// Runs the micro-kernel step macro `$step` `$kc` times, four per loop iteration:
+/// the K loop of the AVX2 and AVX-512 tiles (a macro, so each step's intrinsics stay
+/// inline in the `#[target_feature]` kernel).
+macro_rules! k_steps {
+    ($kc:expr, $step:ident) => {{
+        let mut p = $kc;
+        while p >= 4 {
+            $step!();
+            $step!();
+            $step!();
+            $step!();
+            p -= 4;
+        }
+        while p > 0 {
+            $step!();
+            p -= 1;
+        }
+    }};
+}
+pub(super) use k_steps;
+
 /// Lane masks for the first `nr` of 16 columns.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -173,18 +194,7 @@ unsafe fn tile_mr<const M: usize, const PACKED: bool>(
                 pb = pb.wrapping_add(rs_b);
             }};
         }
-        let mut p = spec.kc;
-        while p >= 4 {
-            step!();
-            step!();
-            step!();
-            step!();
-            p -= 4;
-        }
-        while p > 0 {
-            step!();
-            p -= 1;
-        }
+        k_steps!(spec.kc, step);
     } else {
         let (m0, m1) = masks(spec.nr);
         for _ in 0..spec.kc {

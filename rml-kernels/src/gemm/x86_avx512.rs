@@ -18,7 +18,7 @@
 use core::arch::x86_64::*;
 
 use super::tile::TileSpec;
-use super::x86_avx2::Avx2;
+use super::x86_avx2::{Avx2, k_steps};
 use super::{MR, NR};
 use crate::isa::Isa;
 
@@ -121,18 +121,7 @@ unsafe fn pair_mr<const M: usize, const PACKED: bool>(
             pb = pb.wrapping_add(rs_b);
         }};
     }
-    let mut p = spec.kc;
-    while p >= 4 {
-        step!();
-        step!();
-        step!();
-        step!();
-        p -= 4;
-    }
-    while p > 0 {
-        step!();
-        p -= 1;
-    }
+    k_steps!(spec.kc, step);
     let alpha = _mm512_set1_ps(spec.alpha);
     let beta = _mm512_set1_ps(spec.beta);
     for (i, acc_i) in acc.iter().enumerate() {

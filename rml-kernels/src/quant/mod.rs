@@ -84,7 +84,7 @@ pub fn quantize_act(act: DType, x: &[f32], dst: &mut [u8]) -> Result<()> {
     check_eq(act.storage_bytes(x.len())?, dst.len())?;
     match isa::active() {
         #[cfg(target_arch = "x86_64")]
-        isa::Isa::Avx2 | isa::Isa::Avx512 => avx2::quantize_act(act, x, dst),
+        isa if isa.has_avx2() => avx2::quantize_act(act, x, dst),
         #[cfg(target_arch = "aarch64")]
         isa::Isa::Neon if act == DType::Q8_0 => neon::quantize_q8_0(x, dst),
         _ => scalar::quantize_act(act, x, dst),
@@ -163,7 +163,7 @@ fn rows_dot(weight: DType, w: &[u8], act: &[u8], out: &mut [f32], cached: bool) 
     let _ = cached;
     let done = match isa::active() {
         #[cfg(target_arch = "x86_64")]
-        isa::Isa::Avx2 | isa::Isa::Avx512 => avx2::rows_dot(weight, w, act, out, cached),
+        isa if isa.has_avx2() => avx2::rows_dot(weight, w, act, out, cached),
         #[cfg(target_arch = "aarch64")]
         isa::Isa::Neon => neon::rows_dot(weight, w, act, out),
         _ => false,

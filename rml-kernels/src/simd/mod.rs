@@ -194,9 +194,10 @@ macro_rules! dispatch {
     (|$V:ident| $body:expr) => {{
         match $crate::isa::active() {
             #[cfg(target_arch = "x86_64")]
-            $crate::isa::Isa::Avx2 | $crate::isa::Isa::Avx512 => {
-                // SAFETY: `isa::active()` only returns `Avx2` or `Avx512` when the CPU
-                // supports AVX2, FMA and F16C (`isa::force` refuses unsupported ISAs).
+            isa if isa.has_avx2() => {
+                // SAFETY: `isa::active()` only returns an ISA with the AVX2 kernels
+                // (`Avx2`, `Avx512`) when the CPU supports AVX2, FMA and F16C
+                // (`isa::force` refuses unsupported ISAs).
                 unsafe {
                     $crate::simd::avx2::run(
                         #[inline(always)]
