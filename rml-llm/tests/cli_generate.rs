@@ -243,7 +243,7 @@ const INTERRUPTED: u32 = 130;
 #[test]
 fn ctrl_c_during_generation_keeps_the_text_so_far_and_exits_130() {
     let model = long_context_model();
-    let path = model.to_str().unwrap();
+    let path = model.path();
     // Seeded near-uniform sampling: the same text every run, and this seed meets no
     // end-of-text token in 1000 tokens (a few seconds).
     let args = [
@@ -276,7 +276,7 @@ fn ctrl_c_during_generation_keeps_the_text_so_far_and_exits_130() {
             full.len() > 1000,
             "draft {draft:?}: the uninterrupted text is long: {full:?}"
         );
-        let out = model.with_extension("out");
+        let out = std::path::Path::new(path).with_extension("out");
         let mut term = Terminal::spawn_to_file(&argv, &out);
         // Some generated text is written, then Ctrl-C.
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -308,7 +308,6 @@ fn ctrl_c_during_generation_keeps_the_text_so_far_and_exits_130() {
             "draft {draft:?}: {text:?} is not a prefix of {full:?}"
         );
     }
-    let _ = std::fs::remove_file(&model);
 }
 
 #[test]
@@ -317,19 +316,11 @@ fn ctrl_c_during_the_prompt_prints_nothing_and_exits_130() {
     // About 1700 tokens: several 256-token prefill chunks, with a progress bar on the
     // terminal.
     let prompt = "What does the with statement do? ".repeat(190);
-    let mut term = Terminal::spawn(&[
-        "generate",
-        model.to_str().unwrap(),
-        "-p",
-        &prompt,
-        "-n",
-        "8",
-    ]);
+    let mut term = Terminal::spawn(&["generate", model.path(), "-p", &prompt, "-n", "8"]);
     let at = term.wait_for(0, "prompt [");
     term.send(b"\x03");
     let status = term.child.wait().unwrap();
     term.wait_for_eof();
-    let _ = std::fs::remove_file(&model);
     assert_eq!(status.exit_code(), INTERRUPTED, "{}", term.seen);
     // An uninterrupted run ends with status 0: 130 says Ctrl-C, sent while the prompt
     // still ran (its bar was showing), stopped the run (at the next prefill chunk, or

@@ -186,8 +186,7 @@ fn chat_on_a_terminal_stops_a_reply_on_ctrl_c_and_exits_on_a_second_at_the_promp
     // running when Ctrl-C comes (on the bundled model's 256 positions a fast
     // machine could finish the whole reply before the signal lands).
     let model = long_context_model();
-    let model = model.to_str().unwrap();
-    let mut term = Terminal::spawn(&["chat", model, "-n", "100000", "--temp", "0"]);
+    let mut term = Terminal::spawn(&["chat", model.path(), "-n", "100000", "--temp", "0"]);
     let at = term.wait_for(0, "> ");
     term.send(b"What does the with statement do?\r");
     // Wait for the first characters of the reply, then interrupt it at once.
@@ -231,7 +230,7 @@ fn chat_on_a_terminal_keeps_a_history_file() {
 #[test]
 fn chat_on_a_terminal_cancels_a_long_prompt_while_it_runs() {
     let model = long_context_model();
-    let mut term = Terminal::spawn(&["chat", model.to_str().unwrap(), "-n", "8", "--temp", "0"]);
+    let mut term = Terminal::spawn(&["chat", model.path(), "-n", "8", "--temp", "0"]);
     let at = term.wait_for(0, "> ");
     // About 1500 tokens: several 256-token prefill chunks.
     let line = "What does the with statement do? ".repeat(190);
@@ -256,6 +255,5 @@ fn chat_on_a_terminal_cancels_a_long_prompt_while_it_runs() {
     term.wait_for(at, "> ");
     term.send(b"/exit\r");
     let status = term.child.wait().unwrap();
-    let _ = std::fs::remove_file(&model);
     assert!(status.success(), "{status:?}: {}", term.seen);
 }

@@ -22,8 +22,8 @@ use rml_kernels::gemm::{self, MatMut, MatRef};
 use super::par::{Parallel, for_row_blocks};
 
 thread_local! {
-    /// One row of a band's unrolled input (im2col), on its way into the panels.
-    static UNROLLED_ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The image being convolved, zero-padded ([`Padded`]).
+    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// The band's unrolled input, laid out as GEMM panels (`gemm::pack_b`'s layout).
     static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// GEMM scratch of the chunk running on this thread.
@@ -219,29 +219,31 @@ fn image(
     out: &mut [f32],
     (chunks, parallel): (usize, Parallel<'_>),
 ) {
-    let ([_, c, h, w], [co, cig, kh, kw], [_, _, oh, ow]) = (io.x.1, io.w.1, io.out);
+    let ([co, cig, kh, kw], [_, _, oh, ow]) = (io.w.1, io.out);
     let (cog, k, pixels) = (co / p.groups, cig * kh * kw, oh * ow);
     let band = band_rows(k, [oh, ow]);
-    for (gi, group_out) in out.chunks_mut(cog * pixels).enumerate() {
-        let group = Group {
-            p,
-            x: &io.x.0[(b * c + gi * cig) * h * w..][..cig * h * w],
-            weights: &io.w.0[gi * cog * k..][..cog * k],
-            bias: io.bias.map(|bias| &bias[gi * cog..][..cog]),
-            dims: [cog, k, h, w, kh, kw, oh, ow],
-            band,
-        };
-        let bands = oh.div_ceil(band);
-        if chunks > 1 && bands > 1 {
-            group.by_bands(group_out, (chunks.min(bands), parallel));
-        } else {
-            for first in (0..oh).step_by(band) {
-                let rows = first..oh.min(first + band);
-                let at = rows.start * ow;
-                group.band(rows, (group_out, pixels, at), (chunks, parallel));
+    with_padded(p, io.x, b, |x| {
+        for (gi, group_out) in out.chunks_mut(cog * pixels).enumerate() {
+            let group = Group {
+                p,
+                x: x.channels(gi * cig..(gi + 1) * cig),
+                weights: &io.w.0[gi * cog * k..][..cog * k],
+                bias: io.bias.map(|bias| &bias[gi * cog..][..cog]),
+                dims: [cog, k, kh, kw, oh, ow],
+                band,
+            };
+            let bands = oh.div_ceil(band);
+            if chunks > 1 && bands > 1 {
+                group.by_bands(group_out, (chunks.min(bands), parallel));
+            } else {
+                for first in (0..oh).step_by(band) {
+                    let rows = first..oh.min(first + band);
+                    let at = rows.start * ow;
+                    group.band(rows, (group_out, pixels, at), (chunks, parallel));
+                }
             }
         }
-    }
+    });
 }
 
 thread_local! {
@@ -249,15 +251,15 @@ thread_local! {
     static STAGED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// One image's channel group of a `conv2d`: input `[C_in/g, H, W]`, weight rows
-/// `[C_out/g, k]`, bias `[C_out/g]`; `dims` = `[cog, k, h, w, kh, kw, oh, ow]`,
+/// One image's channel group of a `conv2d`: padded input `[C_in/g, hp, wp]`, weight
+/// rows `[C_out/g, k]`, bias `[C_out/g]`; `dims` = `[cog, k, kh, kw, oh, ow]`,
 /// `band` output rows per band (the last may be shorter).
 struct Group<'a> {
     p: &'a Conv2dParams,
-    x: &'a [f32],
+    x: Padded<'a>,
     weights: &'a [f32],
     bias: Option<&'a [f32]>,
-    dims: [usize; 8],
+    dims: [usize; 6],
     band: usize,
 }
 
@@ -272,23 +274,22 @@ impl Group<'_> {
         (out, stride, at): (&mut [f32], usize, usize),
         (chunks, parallel): (usize, Parallel<'_>),
     ) {
-        let [cog, k, h, w, kh, kw, _, ow] = self.dims;
-        let n = rows.len() * ow;
+        let [cog, k, kh, kw, _, ow] = self.dims;
+        let columns = BandColumns {
+            p: self.p,
+            x: self.x,
+            kernel: [kh, kw],
+            rows,
+            ow,
+        };
+        let n = columns.len();
         for (row, values) in out.chunks_mut(stride).enumerate().take(cog) {
             values[at..at + n].fill(self.bias.map_or(0.0, |bias| bias[row]));
         }
         let packed_len = gemm::packed_b_len(k, n).unwrap_or(0);
         with_buffer(&PACKED, packed_len, |packed| {
             let unroll_panels = |panels: Range<usize>, piece: &mut [f32]| {
-                let nr = gemm::NR;
-                let cols = panels.start * nr..(panels.end * nr).min(n);
-                let band = (rows.clone(), ow);
-                with_buffer(&UNROLLED_ROW, cols.len(), |row| {
-                    for r in 0..k {
-                        let to = (cols.clone(), &mut *row, &mut *piece);
-                        unroll_row(self.p, self.x, [h, w], [kh, kw], band.clone(), (r, k), to);
-                    }
-                });
+                columns.unroll(panels, piece);
             };
             let panels = n.div_ceil(gemm::NR);
             for_row_blocks(
@@ -314,7 +315,7 @@ impl Group<'_> {
     /// split again to copy the blocks into the output. Two hand-offs, not two per
     /// band, and no band is shared between cores.
     fn by_bands(&self, out: &mut [f32], (chunks, parallel): (usize, Parallel<'_>)) {
-        let [cog, _, _, _, _, _, oh, ow] = self.dims;
+        let [cog, _, _, _, oh, ow] = self.dims;
         let (band, pixels) = (self.band, oh * ow);
         let bands = oh.div_ceil(band);
         let block = cog * band * ow;
@@ -402,206 +403,144 @@ impl Band<'_> {
     }
 }
 
-/// Columns `cols` (starting at a panel edge) of row `r` of the `k`-row im2col of
-/// output rows `rows` into their GEMM panels `panels` (`k × NR` values each, as
-/// `gemm::pack_b` lays them out; columns past the band zero): row `(ci·kh + i)·kw + j`,
-/// column `(oy − rows.start)·ow + ox` is the input at row `oy·s0 − top + i·d0`,
-/// column `ox·s1 − left + j·d1` of channel `ci` (0 in the padding). A stride-1
-/// convolution whose output rows are as long as the input's copies its one shifted
-/// run of the input straight into the panels; any other row is built in `row`
-/// (`cols.len()` values), then copied into them.
-fn unroll_row(
-    p: &Conv2dParams,
-    x: &[f32],
-    [h, w]: [usize; 2],
-    [kh, kw]: [usize; 2],
-    (rows, ow): (Range<usize>, usize),
-    (r, k): (usize, usize),
-    (cols, row, panels): (Range<usize>, &mut [f32], &mut [f32]),
-) {
-    let (s, d) = (p.stride, p.dilation);
-    let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
-    let plane = &x[ci * h * w..][..h * w];
-    // Output columns whose input column `ox·s1 + j·d1 − left` is in 0..w.
-    let shift = j * d[1];
-    let (lo, hi) = columns_inside(p.padding.left, shift, s[1], [w, ow]);
-    let mut out = PanelRow {
-        panels,
-        place: RowPlace { r, k },
-    };
-    out.zero(cols.len()..cols.len().next_multiple_of(gemm::NR));
-    if s == [1, 1] && w == ow {
-        let shifted = ShiftedPlane {
-            plane,
-            base: (rows.start + i * d[0]) * w + shift,
-            sub: p.padding.top * w + p.padding.left,
-        };
-        return shifted.copy(ow, (lo, hi), (cols, &mut out));
-    }
-    let dst = &mut row[..cols.len()];
-    let mut c = cols.start;
-    while c < cols.end {
-        // The piece of output row `oy` from column `ox0` to `ox1` (exclusive).
-        let (oy, ox0) = (rows.start + c / ow, c % ow);
-        let ox1 = ow.min(ox0 + (cols.end - c));
-        let piece = &mut dst[c - cols.start..][..ox1 - ox0];
-        c += ox1 - ox0;
-        let y = (oy * s[0] + i * d[0]).checked_sub(p.padding.top);
-        let Some(src) = y.filter(|&y| y < h).map(|y| &plane[y * w..][..w]) else {
-            piece.fill(0.0);
-            continue;
-        };
-        let (a, b) = (lo.clamp(ox0, ox1), hi.clamp(ox0, ox1));
-        piece[..a - ox0].fill(0.0);
-        piece[b - ox0..].fill(0.0);
-        if a < b {
-            let first = a * s[1] + shift - p.padding.left;
-            let inside = &mut piece[a - ox0..b - ox0];
-            if s[1] == 1 {
-                inside.copy_from_slice(&src[first..first + inside.len()]);
-            } else {
-                for (v, &x) in inside.iter_mut().zip(src[first..].iter().step_by(s[1])) {
-                    *v = x;
-                }
-            }
-        }
-    }
-    out.copy(0, dst);
-}
-
-/// An im2col row of a stride-1 convolution whose output rows are as long as the
-/// input's: band column `c` is the input plane's value `c + base − sub` (one run of
-/// the plane, shifted), zero where that falls outside the plane or, per output row,
-/// outside the columns `lo..hi` whose tap lies on the input row. One copy per row
-/// of the band instead of one per output row.
-struct ShiftedPlane<'a> {
-    plane: &'a [f32],
-    base: usize,
-    sub: usize,
-}
-
-impl ShiftedPlane<'_> {
-    /// Band columns `cols` into `out` (output rows of `ow` columns, `lo..hi` as
-    /// from [`columns_inside`]).
-    fn copy(
-        &self,
-        ow: usize,
-        (lo, hi): (usize, usize),
-        (cols, out): (Range<usize>, &mut PanelRow<'_>),
-    ) {
-        // Band columns whose plane index `c + base − sub` lies in the plane.
-        let first = self
-            .sub
-            .saturating_sub(self.base)
-            .clamp(cols.start, cols.end);
-        let end = (self.plane.len() + self.sub)
-            .saturating_sub(self.base)
-            .clamp(first, cols.end);
-        let at = |c: usize| c - cols.start;
-        out.zero(0..at(first));
-        out.zero(at(end)..cols.len());
-        if first < end {
-            let from = first + self.base - self.sub;
-            out.copy(at(first), &self.plane[from..from + (end - first)]);
-        }
-        if cols.is_empty() || (lo == 0 && hi == ow) {
-            return;
-        }
-        // Taps left or right of the input row read the neighbouring row: zero them.
-        for row in cols.start / ow..=(cols.end - 1) / ow {
-            let start = row * ow;
-            for pad in [start..start + lo, start + hi..start + ow] {
-                let (a, b) = (pad.start.max(cols.start), pad.end.min(cols.end));
-                if a < b {
-                    out.zero(at(a)..at(b));
-                }
-            }
-        }
-    }
-}
-
-/// Row `r` of a `k`-row block laid out as packed GEMM panels (`k × NR` values
-/// each, as `gemm::pack_b` lays them out). Writes go there directly, in pieces that
-/// end at panel edges (a whole panel's row is one fixed 16-value copy).
-struct PanelRow<'a> {
-    panels: &'a mut [f32],
-    place: RowPlace,
-}
-
-/// Where row `r` of a `k`-row panelled block puts its columns: column `c` is
-/// `panels[(c / NR)·k·NR + r·NR + c % NR]`.
+/// One image's input channels with the convolution's zero padding made explicit:
+/// `[C, hp, wp]` planes (`hp = top + H + bottom`, `wp = left + W + right`), so every
+/// tap of every window lies inside a plane and an im2col row is a plain copy.
 #[derive(Clone, Copy)]
-struct RowPlace {
-    r: usize,
-    k: usize,
+struct Padded<'a> {
+    data: &'a [f32],
+    /// `[hp, wp]`.
+    plane: [usize; 2],
 }
 
-impl RowPlace {
-    /// Where column `c` lives in the panels.
-    fn at(self, c: usize) -> usize {
-        const NR: usize = gemm::NR;
-        (c / NR) * self.k * NR + self.r * NR + c % NR
-    }
-
-    /// Calls `f(at, n)` for each piece of columns `c..c + len` within one panel:
-    /// `at` its place in the panels, `n` its length.
-    fn pieces(self, c: usize, len: usize, mut f: impl FnMut(usize, usize)) {
-        const NR: usize = gemm::NR;
-        let mut done = 0;
-        while done < len {
-            let col = c + done;
-            let n = (NR - col % NR).min(len - done);
-            f(self.at(col), n);
-            done += n;
+impl<'a> Padded<'a> {
+    /// Channels `channels` (a group's).
+    fn channels(self, channels: Range<usize>) -> Padded<'a> {
+        let len = self.plane[0] * self.plane[1];
+        Padded {
+            data: &self.data[channels.start * len..channels.end * len],
+            plane: self.plane,
         }
     }
 }
 
-impl PanelRow<'_> {
-    /// `values` into columns `c..c + values.len()`: a piece up to the next panel
-    /// edge, whole panel rows as fixed 16-value copies, then the rest.
-    fn copy(&mut self, c: usize, values: &[f32]) {
-        const NR: usize = gemm::NR;
-        let head = ((NR - c % NR) % NR).min(values.len());
-        let (first, rest) = values.split_at(head);
-        self.place.pieces(c, head, |at, n| {
-            self.panels[at..at + n].copy_from_slice(first);
+/// Calls `f` with image `b` of `x` (`[N, C, H, W]`) padded as `p` says: the input
+/// itself when `p` pads nothing, else a copy in this thread's buffer.
+fn with_padded<R>(
+    p: &Conv2dParams,
+    (x, [_, c, h, w]): (&[f32], [usize; 4]),
+    b: usize,
+    f: impl FnOnce(Padded<'_>) -> R,
+) -> R {
+    let pad = p.padding;
+    let image = &x[b * c * h * w..][..c * h * w];
+    let [hp, wp] = [pad.top + h + pad.bottom, pad.left + w + pad.right];
+    if [hp, wp] == [h, w] {
+        return f(Padded {
+            data: image,
+            plane: [h, w],
         });
-        let c = c + head;
-        let mut whole = rest.chunks_exact(NR);
-        let (step, start) = (self.place.k * NR, self.place.at(c));
-        for (i, v) in whole.by_ref().enumerate() {
-            let at = start + i * step;
-            let dst: &mut [f32; NR] = (&mut self.panels[at..at + NR]).try_into().expect("NR");
-            *dst = v.try_into().expect("NR values");
+    }
+    with_buffer(&PADDED, c * hp * wp, |padded| {
+        for (plane, src) in padded
+            .chunks_exact_mut(hp * wp)
+            .zip(image.chunks_exact(h * w))
+        {
+            let (above, rest) = plane.split_at_mut(pad.top * wp);
+            let (inside, below) = rest.split_at_mut(h * wp);
+            above.fill(0.0);
+            below.fill(0.0);
+            for (row, src) in inside.chunks_exact_mut(wp).zip(src.chunks_exact(w)) {
+                row[..pad.left].fill(0.0);
+                row[pad.left..pad.left + w].copy_from_slice(src);
+                row[pad.left + w..].fill(0.0);
+            }
         }
-        let tail = whole.remainder();
-        let done = rest.len() - tail.len();
-        self.place.pieces(c + done, tail.len(), |at, n| {
-            self.panels[at..at + n].copy_from_slice(tail);
-        });
-    }
-
-    /// Zeros in columns `cols`.
-    fn zero(&mut self, cols: Range<usize>) {
-        self.place.pieces(cols.start, cols.len(), |at, n| {
-            self.panels[at..at + n].fill(0.0);
-        });
-    }
+        f(Padded {
+            data: padded,
+            plane: [hp, wp],
+        })
+    })
 }
 
-/// The output columns `lo..hi` (within `0..ow`) whose tap at `ox·stride + shift − left`
-/// lies on an input row of `w` columns.
-pub(super) fn columns_inside(
-    left: usize,
-    shift: usize,
-    stride: usize,
-    [w, ow]: [usize; 2],
-) -> (usize, usize) {
-    let lo = left.saturating_sub(shift).div_ceil(stride).min(ow);
-    let hi = (w + left)
-        .saturating_sub(shift)
-        .div_ceil(stride)
-        .clamp(lo, ow);
-    (lo, hi)
+/// One band of output rows, as im2col columns: band column `c` is output pixel
+/// `(rows.start + c / ow, c % ow)`, whose tap `(i, j)` of channel `ci` reads
+/// padded input `(oy·s0 + i·d0, ox·s1 + j·d1)`.
+struct BandColumns<'a> {
+    p: &'a Conv2dParams,
+    x: Padded<'a>,
+    /// `[kh, kw]`.
+    kernel: [usize; 2],
+    rows: Range<usize>,
+    ow: usize,
+}
+
+/// Up to `NR` consecutive band columns within one output row: `(first lane, lanes,
+/// offset of the first column's tap (0, 0) in a padded plane)`.
+type Run = (usize, usize, usize);
+
+impl BandColumns<'_> {
+    /// Band columns (pixels) in all.
+    fn len(&self) -> usize {
+        self.rows.len() * self.ow
+    }
+
+    /// Writes GEMM panels `panels` of the band's im2col (`k × NR` values each, as
+    /// `gemm::pack_b` lays them out; columns past the band zero) into `out`, one
+    /// panel at a time: row `(ci·kh + i)·kw + j` of a panel is its columns' tap
+    /// `(i, j)` of channel `ci`, a copy of `NR` consecutive inputs (strided when the
+    /// convolution is) per output row the panel spans.
+    fn unroll(&self, panels: Range<usize>, out: &mut [f32]) {
+        const NR: usize = gemm::NR;
+        let ([hp, wp], [kh, kw]) = (self.x.plane, self.kernel);
+        let ([_, s1], [d0, d1]) = (self.p.stride, self.p.dilation);
+        let k = self.x.data.len() / (hp * wp).max(1) * kh * kw;
+        for (q, panel) in panels.zip(out.chunks_exact_mut(k * NR)) {
+            let (runs, count, filled) = self.runs(q);
+            let runs = &runs[..count];
+            // A panel within one output row of a stride-1 convolution: one copy per row.
+            let whole = match runs {
+                [(0, NR, at)] if s1 == 1 => Some(*at),
+                _ => None,
+            };
+            let mut rows = panel.chunks_exact_mut(NR);
+            for plane in self.x.data.chunks_exact(hp * wp) {
+                for i in 0..kh {
+                    for j in 0..kw {
+                        let tap = &plane[i * d0 * wp + j * d1..];
+                        let row = rows.next().expect("k rows per panel");
+                        if let Some(at) = whole {
+                            row.copy_from_slice(&tap[at..at + NR]);
+                            continue;
+                        }
+                        row[filled..].fill(0.0);
+                        for &(lane, lanes, at) in runs {
+                            let src = tap[at..].iter().step_by(s1);
+                            for (v, &x) in row[lane..lane + lanes].iter_mut().zip(src) {
+                                *v = x;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Panel `q`'s columns split at output-row ends ([`Run`]s), how many, and the
+    /// lanes they fill.
+    fn runs(&self, q: usize) -> ([Run; gemm::NR], usize, usize) {
+        const NR: usize = gemm::NR;
+        let ([_, wp], [s0, s1]) = (self.x.plane, self.p.stride);
+        let (first, end) = (q * NR, self.len().min((q + 1) * NR));
+        let mut runs = [(0, 0, 0); NR];
+        let (mut count, mut c) = (0, first);
+        while c < end {
+            let (oy, ox) = (self.rows.start + c / self.ow, c % self.ow);
+            let lanes = (self.ow - ox).min(end - c);
+            runs[count] = (c - first, lanes, oy * s0 * wp + ox * s1);
+            count += 1;
+            c += lanes;
+        }
+        (runs, count, end.saturating_sub(first))
+    }
 }

@@ -30,7 +30,7 @@ use super::conv::{ConvIo, ConvKind};
 use super::error::{GraphError, Site};
 use super::fold_bn::fold_batch_norms;
 use super::fuse::{Broadcast, CacheAligned, Data, DataMut, MAX_OPERANDS, Program, Source};
-use super::group_norm::group_norm;
+use super::group_norm::{self, GroupNorm};
 use super::hoist::hoist_shared_linears;
 use super::interp::float::fill;
 use super::interp::{In, run_node};
@@ -380,6 +380,23 @@ impl Ctx<'_> {
                 };
                 self.produce(index, epilogue.as_ref(), &g, (arena, scratch))
             }
+            StepKind::GroupNorm {
+                node,
+                x,
+                params,
+                groups,
+                epsilon,
+                out,
+                epilogue,
+            } => {
+                let g = Producer {
+                    rows: self.group_norm_rows(*node, *x, *params, (*groups, *epsilon))?,
+                    x: *x,
+                    params: *params,
+                    out: *out,
+                };
+                self.produce(index, epilogue.as_ref(), &g, (arena, scratch))
+            }
             StepKind::Node(node) => self.node(*node, arena),
             StepKind::Attention {
                 node,
@@ -450,6 +467,31 @@ impl Ctx<'_> {
             _ => Err(GraphError::Run {
                 site: Site::Node(Box::new(n.describe(node))),
                 message: "operand shapes do not fit the convolution".into(),
+            }),
+        }
+    }
+
+    /// The `group_norm` node `node` (a [`StepKind::GroupNorm`]) of `x` with
+    /// parameters `params` at this plan's shapes; an error naming the node when
+    /// they do not fit (shape inference rules that out).
+    fn group_norm_rows(
+        &self,
+        node: usize,
+        x: ValueId,
+        params: [Option<ValueId>; 2],
+        (groups, epsilon): (usize, f32),
+    ) -> Result<Rows<'_>, GraphError> {
+        let lens = params.map(|v| v.map(|v| self.plan.shapes[v].numel()));
+        let dims = self.plan.shapes[x].dims();
+        match group_norm::shape(dims, groups, lens, epsilon) {
+            Some(dims) => Ok(Rows::GroupNorm {
+                dims,
+                groups,
+                epsilon,
+            }),
+            None => Err(GraphError::Run {
+                site: Site::Node(Box::new(self.graph.nodes[node].describe(node))),
+                message: "operand shapes do not fit the group norm".into(),
             }),
         }
     }
@@ -554,6 +596,7 @@ impl Ctx<'_> {
         let work = match g.map(|g| &g.rows) {
             Some(Rows::Gemm(gemm)) => Cost::Fma(n.saturating_mul(gemm.k)).ps() + program,
             Some(Rows::Norm { .. }) => Cost::RowElements(n).ps() + program,
+            Some(Rows::GroupNorm { .. }) => Cost::F64Elements(n).ps() + program,
             Some(Rows::Conv(conv)) => Cost::Fma(conv.work()).ps() + program,
             None => program,
         };
@@ -750,30 +793,6 @@ impl Ctx<'_> {
             && let Some(done) = self.reduction(&node.op, x, words)
         {
             return Some(Ok(done));
-        }
-        if let Op::GroupNorm {
-            num_groups,
-            epsilon,
-        } = node.op
-            && let Some(Some(x)) = views.first()
-            && let Ok(xs) = x.as_slice()
-            && let (Some(weight), Some(bias)) = (vector(&views, 1), vector(&views, 2))
-            && group_norm(
-                xs,
-                x.shape().dims(),
-                [weight, bias],
-                (num_groups, epsilon),
-                words,
-                (
-                    self.chunks(
-                        x.shape().dims()[0] * num_groups,
-                        Cost::F64Elements(xs.len()),
-                    ),
-                    &|n, f| self.parallel(n, f),
-                ),
-            )
-        {
-            return Some(Ok(()));
         }
         if let (Op::UpsampleNearest2d(_), Some(Some(x)), &[_, _, oh, ow]) =
             (&node.op, views.first(), shape.dims())
@@ -1107,6 +1126,13 @@ enum Rows<'a> {
     },
     /// The `conv2d` or `conv_transpose2d`.
     Conv(ConvRows<'a>),
+    /// The `group_norm` of `[N, C, inner]` in `groups` groups (a row is one
+    /// image's group).
+    GroupNorm {
+        dims: [usize; 2],
+        groups: usize,
+        epsilon: f32,
+    },
 }
 
 /// A `conv2d` or `conv_transpose2d` with a constant weight, run image by image
@@ -1210,6 +1236,7 @@ impl Rows<'_> {
             Rows::Gemm(g) => g.m,
             Rows::Norm { cols, .. } => *cols,
             Rows::Conv(conv) => conv.out[1..].iter().product(),
+            Rows::GroupNorm { dims, groups, .. } => dims[0] / groups * dims[1],
         }
     }
 
@@ -1279,6 +1306,27 @@ impl Rows<'_> {
                         windowed(outs, window, None, |w| epilogue(w, (first + r) * cols));
                     }
                     r = end;
+                }
+            }
+            &Rows::GroupNorm {
+                dims,
+                groups,
+                epsilon,
+            } => {
+                let norm = GroupNorm {
+                    dims,
+                    groups,
+                    params,
+                    epsilon,
+                };
+                let count = outs[at].len() / cols;
+                for r in (0..count).step_by(group_norm::BLOCKS_AT_ONCE) {
+                    let end = count.min(r + group_norm::BLOCKS_AT_ONCE);
+                    let window = r * cols..end * cols;
+                    if let DataMut::F32(o) = &mut outs[at] {
+                        norm.blocks(x, first + r..first + end, &mut o[window.clone()]);
+                    }
+                    windowed(outs, window, None, |w| epilogue(w, (first + r) * cols));
                 }
             }
             Rows::Conv(conv) => {

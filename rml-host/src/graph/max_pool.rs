@@ -4,8 +4,6 @@
 
 use rml_core::ops::pool::Pool2dParams;
 
-use super::conv::columns_inside;
-
 /// Max-pools `x` (`[N, C, H, W]`) into `out` (`[N, C, OH, OW]`); `false` (nothing
 /// written) when the lengths do not match the dims or a window parameter is zero,
 /// leaving the node to rml-core.
@@ -75,4 +73,15 @@ fn larger_or_nan(current: f32, value: f32) -> f32 {
     } else {
         larger
     }
+}
+
+/// The output columns `lo..hi` (within `0..ow`) whose tap at `ox·stride + shift − left`
+/// lies on an input row of `w` columns.
+fn columns_inside(left: usize, shift: usize, stride: usize, [w, ow]: [usize; 2]) -> (usize, usize) {
+    let lo = left.saturating_sub(shift).div_ceil(stride).min(ow);
+    let hi = (w + left)
+        .saturating_sub(shift)
+        .div_ceil(stride)
+        .clamp(lo, ow);
+    (lo, hi)
 }

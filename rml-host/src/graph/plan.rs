@@ -123,9 +123,9 @@ pub fn plan(
         let mut bcast = Vec::new();
         let program = match &step.kind {
             StepKind::Fused(p) => Some(p),
-            StepKind::Linear { epilogue, .. } | StepKind::Conv { epilogue, .. } => {
-                epilogue.as_ref()
-            }
+            StepKind::Linear { epilogue, .. }
+            | StepKind::Conv { epilogue, .. }
+            | StepKind::GroupNorm { epilogue, .. } => epilogue.as_ref(),
             StepKind::RowNorm { epilogue, .. } => Some(epilogue),
             _ => None,
         };

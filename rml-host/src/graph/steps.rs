@@ -88,6 +88,25 @@ pub enum StepKind {
         /// The program run on each image's output.
         epilogue: Option<Program>,
     },
+    /// An f32 `group_norm` (`graph/group_norm.rs`) streamed in (image, group)
+    /// blocks, with the fused program that reads its output as an epilogue run on
+    /// each few blocks while they are in cache (only formed with fusion on).
+    GroupNorm {
+        /// The node.
+        node: usize,
+        /// The `[N, C, …]` input.
+        x: ValueId,
+        /// The per-channel scale and shift, if any.
+        params: [Option<ValueId>; 2],
+        /// Channel groups.
+        groups: usize,
+        /// Added to the variance.
+        epsilon: f32,
+        /// The output, shaped like `x`.
+        out: ValueId,
+        /// The program run on each few blocks of output.
+        epilogue: Option<Program>,
+    },
     /// The output is the input's buffer under another shape.
     Alias {
         /// Source value.
@@ -183,6 +202,7 @@ pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bo
         let n = &graph.nodes[node];
         let kind = linear_step(graph, consts, node, &mut packs)
             .or_else(|| conv_step(graph, consts, node))
+            .or_else(|| group_norm_step(graph, consts, node))
             .unwrap_or_else(|| match n.op {
                 Op::Reshape { .. }
                 | Op::Flatten { .. }
@@ -202,6 +222,9 @@ pub fn build_steps(graph: &Graph, consts: &ConstTable, nodes: &[usize], fuse: bo
             StepKind::Linear { x, bias, .. } | StepKind::Conv { x, bias, .. } => {
                 std::iter::once(*x).chain(*bias).collect()
             }
+            StepKind::GroupNorm { x, params, .. } => std::iter::once(*x)
+                .chain(params.iter().flatten().copied())
+                .collect(),
             _ => n.inputs.iter().flatten().copied().collect(),
         };
         steps.push(Step {
@@ -351,7 +374,7 @@ fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec
     let mut merged: Vec<Step> = Vec::with_capacity(steps.len());
     for step in steps {
         if let StepKind::Fused(p) = &step.kind
-            && attach_conv_epilogue(graph, (p, &step.label), &readers, &mut merged)
+            && attach_block_epilogue(graph, (p, &step.label), &readers, &mut merged)
         {
             continue;
         }
@@ -426,14 +449,14 @@ fn attach_epilogues(graph: &Graph, consts: &ConstTable, steps: Vec<Step>) -> Vec
 }
 
 /// Makes `p` (labelled `label`) the epilogue of the last step of `merged` when
-/// that is a [`StepKind::Conv`] without one and `p` reads its output at the same
-/// shape, or of the step before when the last is a same-shape alias of that
-/// output (a folded batch norm's `identity`; `p` then reads the output itself).
-/// When `p` alone reads the output (`readers`: steps reading each value, graph
-/// outputs counted) and has one output of the same dtype, the convolution writes
-/// that output and `p` rewrites it in place, so the step touches one buffer, not
-/// two. `false` (nothing changed) otherwise.
-fn attach_conv_epilogue(
+/// that is a [`StepKind::Conv`] or [`StepKind::GroupNorm`] without one and `p`
+/// reads its output at the same shape, or of the step before when the last is a
+/// same-shape alias of a convolution's output (a folded batch norm's `identity`;
+/// `p` then reads the output itself). When `p` alone reads the output (`readers`:
+/// steps reading each value, graph outputs counted) and has one output of the same
+/// dtype, the step writes that output and `p` rewrites it in place, so the step
+/// touches one buffer, not two. `false` (nothing changed) otherwise.
+fn attach_block_epilogue(
     graph: &Graph,
     (p, label): (&Program, &str),
     readers: &[usize],
@@ -461,11 +484,16 @@ fn attach_conv_epilogue(
     let Some(previous) = at.checked_sub(1).and_then(|i| merged.get_mut(i)) else {
         return false;
     };
-    let StepKind::Conv {
+    let (StepKind::Conv {
         out,
         epilogue: epilogue @ None,
         ..
-    } = &mut previous.kind
+    }
+    | StepKind::GroupNorm {
+        out,
+        epilogue: epilogue @ None,
+        ..
+    }) = &mut previous.kind
     else {
         return false;
     };
@@ -523,6 +551,37 @@ fn conv_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKind
         node,
         x,
         bias,
+        out: n.outputs[0],
+        epilogue: None,
+    })
+}
+
+/// An f32 `group_norm` with a non-negative ε reading a non-constant input and f32
+/// parameters (if any): a [`StepKind::GroupNorm`].
+fn group_norm_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKind> {
+    let n = &graph.nodes[node];
+    let Op::GroupNorm {
+        num_groups,
+        epsilon,
+    } = n.op
+    else {
+        return None;
+    };
+    let f32 = |v: ValueId| graph.values[v].ty.dtype == DType::F32;
+    let x = n.inputs.first().copied().flatten()?;
+    let params = [1, 2].map(|i| n.inputs.get(i).copied().flatten());
+    let fits = epsilon >= 0.0
+        && f32(x)
+        && consts.get(x).is_none()
+        && params.iter().flatten().all(|&v| f32(v))
+        && n.outputs.len() == 1
+        && f32(n.outputs[0]);
+    fits.then_some(StepKind::GroupNorm {
+        node,
+        x,
+        params,
+        groups: num_groups,
+        epsilon,
         out: n.outputs[0],
         epilogue: None,
     })

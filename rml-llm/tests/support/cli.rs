@@ -64,9 +64,25 @@ pub fn chat(input: &[u8]) -> (bool, String, String) {
     )
 }
 
+/// A model file written for one test, removed when dropped (also when the test fails).
+pub struct TempModel(PathBuf);
+
+impl TempModel {
+    /// The file's path as the CLI takes it.
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempModel {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// The bundled model with a 2048-position context (its weights work at any position),
 /// so that a prompt spans several prefill chunks.
-pub fn long_context_model() -> PathBuf {
+pub fn long_context_model() -> TempModel {
     use rml_host::formats::gguf::{GgufFile, GgufWriter};
     let src =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default/rml-tiny-llama.gguf");
@@ -90,7 +106,7 @@ pub fn long_context_model() -> PathBuf {
         std::process::id()
     ));
     w.write_file(&out).unwrap();
-    out
+    TempModel(out)
 }
 
 /// The output of a process on a pseudo-terminal, collected by a reader thread.
