@@ -149,6 +149,15 @@ impl ConvKind for Conv2dParams {
         chunks
     }
 
+    /// Enough images for [`MIN_BAND_PIXELS`] columns when one image has fewer
+    /// output pixels (a patch embedding's 7 × 7): they are unrolled side by side
+    /// into one band, so the weights are packed and streamed once for all of them,
+    /// not once per image.
+    fn images_at_once(&self, io: &ConvIo<'_>) -> usize {
+        let pixels = (io.out[2] * io.out[3]).max(1);
+        MIN_BAND_PIXELS.div_ceil(pixels)
+    }
+
     fn images(
         &self,
         io: &ConvIo<'_>,
@@ -157,8 +166,14 @@ impl ConvKind for Conv2dParams {
         split: (usize, Parallel<'_>),
     ) {
         let len = io.out[1..].iter().product::<usize>().max(1);
-        for (b, image_out) in images.zip(out.chunks_mut(len)) {
-            image(self, io, b, image_out, split);
+        let step = self.images_at_once(io);
+        for (first, batch_out) in images.clone().step_by(step).zip(out.chunks_mut(step * len)) {
+            let batch = first..images.end.min(first + step);
+            if batch.len() == 1 {
+                image(self, io, first, batch_out, split);
+            } else {
+                side_by_side(self, io, batch, batch_out, split);
+            }
         }
     }
 }
@@ -219,19 +234,12 @@ fn image(
     out: &mut [f32],
     (chunks, parallel): (usize, Parallel<'_>),
 ) {
-    let ([co, cig, kh, kw], [_, _, oh, ow]) = (io.w.1, io.out);
-    let (cog, k, pixels) = (co / p.groups, cig * kh * kw, oh * ow);
-    let band = band_rows(k, [oh, ow]);
-    with_padded(p, io.x, b, |x| {
+    let [_, co, oh, ow] = io.out;
+    let (cog, pixels) = (co / p.groups, oh * ow);
+    with_padded(p, io.x, b..b + 1, |x| {
         for (gi, group_out) in out.chunks_mut(cog * pixels).enumerate() {
-            let group = Group {
-                p,
-                x: x.channels(gi * cig..(gi + 1) * cig),
-                weights: &io.w.0[gi * cog * k..][..cog * k],
-                bias: io.bias.map(|bias| &bias[gi * cog..][..cog]),
-                dims: [cog, k, kh, kw, oh, ow],
-                band,
-            };
+            let group = Group::new(p, io, x, gi, 1);
+            let band = group.band;
             let bands = oh.div_ceil(band);
             if chunks > 1 && bands > 1 {
                 group.by_bands(group_out, (chunks.min(bands), parallel));
@@ -246,24 +254,74 @@ fn image(
     });
 }
 
+/// Writes images `images` (two or more, each with fewer than [`MIN_BAND_PIXELS`]
+/// output pixels) into `out` (their `[C_out, H_out, W_out]` blocks): per channel
+/// group one band holding every output pixel of every image side by side,
+/// computed into a staging buffer (`[C_out/g, images · pixels]`) and copied into
+/// each image's block. The same bits as image by image (the packed GEMM's bits do
+/// not depend on the columns beside an element).
+fn side_by_side(
+    p: &Conv2dParams,
+    io: &ConvIo<'_>,
+    images: Range<usize>,
+    out: &mut [f32],
+    split: (usize, Parallel<'_>),
+) {
+    let [_, co, oh, ow] = io.out;
+    let (cog, pixels, count) = (co / p.groups, oh * ow, images.len());
+    let cols = count * pixels;
+    with_padded(p, io.x, images, |x| {
+        with_buffer(&STAGED, cog * cols, |staged| {
+            for gi in 0..p.groups {
+                let group = Group::new(p, io, x, gi, count);
+                group.band(0..oh, (staged, cols, 0), split);
+                for (b, image_out) in out.chunks_mut(co * pixels).enumerate() {
+                    let group_out = &mut image_out[gi * cog * pixels..][..cog * pixels];
+                    let rows = group_out.chunks_exact_mut(pixels);
+                    for (dst, src) in rows.zip(staged.chunks_exact(cols)) {
+                        dst.copy_from_slice(&src[b * pixels..][..pixels]);
+                    }
+                }
+            }
+        });
+    });
+}
+
 thread_local! {
     /// The bands of one channel group computed by [`Group::by_bands`], band by band.
     static STAGED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// One image's channel group of a `conv2d`: padded input `[C_in/g, hp, wp]`, weight
+/// One channel group of a `conv2d` over `images` images side by side (usually
+/// one): padded input (from the group's first channel of the first image), weight
 /// rows `[C_out/g, k]`, bias `[C_out/g]`; `dims` = `[cog, k, kh, kw, oh, ow]`,
 /// `band` output rows per band (the last may be shorter).
 struct Group<'a> {
     p: &'a Conv2dParams,
     x: Padded<'a>,
+    images: usize,
     weights: &'a [f32],
     bias: Option<&'a [f32]>,
     dims: [usize; 6],
     band: usize,
 }
 
-impl Group<'_> {
+impl<'a> Group<'a> {
+    /// Group `gi` of the convolution `p` on `io`, reading `images` padded images `x`.
+    fn new(p: &'a Conv2dParams, io: &ConvIo<'a>, x: Padded<'a>, gi: usize, images: usize) -> Self {
+        let ([co, cig, kh, kw], [_, _, oh, ow]) = (io.w.1, io.out);
+        let (cog, k) = (co / p.groups, cig * kh * kw);
+        Group {
+            p,
+            x: x.skip_channels(gi * cig),
+            images,
+            weights: &io.w.0[gi * cog * k..][..cog * k],
+            bias: io.bias.map(|bias| &bias[gi * cog..][..cog]),
+            dims: [cog, k, kh, kw, oh, ow],
+            band: band_rows(k, [oh, ow]),
+        }
+    }
+
     /// Output rows `rows` (one band) into `out` (`cog` rows of `stride` values, the
     /// band's values from column `at`): the bias, then the band unrolled into packed
     /// panels (split by panels) and multiplied by the weight rows (split by rows),
@@ -278,9 +336,11 @@ impl Group<'_> {
         let columns = BandColumns {
             p: self.p,
             x: self.x,
+            channels: k / (kh * kw).max(1),
             kernel: [kh, kw],
             rows,
             ow,
+            images: self.images,
         };
         let n = columns.len();
         for (row, values) in out.chunks_mut(stride).enumerate().take(cog) {
@@ -403,48 +463,52 @@ impl Band<'_> {
     }
 }
 
-/// One image's input channels with the convolution's zero padding made explicit:
-/// `[C, hp, wp]` planes (`hp = top + H + bottom`, `wp = left + W + right`), so every
-/// tap of every window lies inside a plane and an im2col row is a plain copy.
+/// Images' input channels with the convolution's zero padding made explicit:
+/// `[C, hp, wp]` planes per image (`hp = top + H + bottom`, `wp = left + W +
+/// right`), so every tap of every window lies inside a plane and an im2col row is a
+/// plain copy.
 #[derive(Clone, Copy)]
 struct Padded<'a> {
+    /// From the first channel read to the end of the last image.
     data: &'a [f32],
     /// `[hp, wp]`.
     plane: [usize; 2],
+    /// Values from one image to the next.
+    image: usize,
 }
 
 impl<'a> Padded<'a> {
-    /// Channels `channels` (a group's).
-    fn channels(self, channels: Range<usize>) -> Padded<'a> {
-        let len = self.plane[0] * self.plane[1];
+    /// The same images from channel `c` on (a group's first).
+    fn skip_channels(self, c: usize) -> Padded<'a> {
         Padded {
-            data: &self.data[channels.start * len..channels.end * len],
-            plane: self.plane,
+            data: &self.data[c * self.plane[0] * self.plane[1]..],
+            ..self
         }
     }
 }
 
-/// Calls `f` with image `b` of `x` (`[N, C, H, W]`) padded as `p` says: the input
-/// itself when `p` pads nothing, else a copy in this thread's buffer.
+/// Calls `f` with images `images` of `x` (`[N, C, H, W]`) padded as `p` says: the
+/// input itself when `p` pads nothing, else a copy in this thread's buffer.
 fn with_padded<R>(
     p: &Conv2dParams,
     (x, [_, c, h, w]): (&[f32], [usize; 4]),
-    b: usize,
+    images: Range<usize>,
     f: impl FnOnce(Padded<'_>) -> R,
 ) -> R {
     let pad = p.padding;
-    let image = &x[b * c * h * w..][..c * h * w];
+    let input = &x[images.start * c * h * w..images.end * c * h * w];
     let [hp, wp] = [pad.top + h + pad.bottom, pad.left + w + pad.right];
     if [hp, wp] == [h, w] {
         return f(Padded {
-            data: image,
+            data: input,
             plane: [h, w],
+            image: c * h * w,
         });
     }
-    with_buffer(&PADDED, c * hp * wp, |padded| {
+    with_buffer(&PADDED, images.len() * c * hp * wp, |padded| {
         for (plane, src) in padded
             .chunks_exact_mut(hp * wp)
-            .zip(image.chunks_exact(h * w))
+            .zip(input.chunks_exact(h * w))
         {
             let (above, rest) = plane.split_at_mut(pad.top * wp);
             let (inside, below) = rest.split_at_mut(h * wp);
@@ -459,30 +523,36 @@ fn with_padded<R>(
         f(Padded {
             data: padded,
             plane: [hp, wp],
+            image: c * hp * wp,
         })
     })
 }
 
-/// One band of output rows, as im2col columns: band column `c` is output pixel
-/// `(rows.start + c / ow, c % ow)`, whose tap `(i, j)` of channel `ci` reads
-/// padded input `(oy·s0 + i·d0, ox·s1 + j·d1)`.
+/// One band of output rows of `images` images side by side, as im2col columns:
+/// band column `c` is output pixel `(rows.start + r / ow, r % ow)` of image
+/// `c / (rows.len()·ow)` (`r` the rest), whose tap `(i, j)` of channel `ci` reads
+/// padded input `(oy·s0 + i·d0, ox·s1 + j·d1)` of that image.
 struct BandColumns<'a> {
     p: &'a Conv2dParams,
     x: Padded<'a>,
+    /// Input channels (of the group).
+    channels: usize,
     /// `[kh, kw]`.
     kernel: [usize; 2],
     rows: Range<usize>,
     ow: usize,
+    images: usize,
 }
 
 /// Up to `NR` consecutive band columns within one output row: `(first lane, lanes,
-/// offset of the first column's tap (0, 0) in a padded plane)`.
+/// offset of the first column's tap (0, 0) from its channel's plane in the first
+/// image)`.
 type Run = (usize, usize, usize);
 
 impl BandColumns<'_> {
-    /// Band columns (pixels) in all.
+    /// Band columns (pixels of every image) in all.
     fn len(&self) -> usize {
-        self.rows.len() * self.ow
+        self.images * self.rows.len() * self.ow
     }
 
     /// Writes GEMM panels `panels` of the band's im2col (`k × NR` values each, as
@@ -494,7 +564,7 @@ impl BandColumns<'_> {
         const NR: usize = gemm::NR;
         let ([hp, wp], [kh, kw]) = (self.x.plane, self.kernel);
         let ([_, s1], [d0, d1]) = (self.p.stride, self.p.dilation);
-        let k = self.x.data.len() / (hp * wp).max(1) * kh * kw;
+        let k = self.channels * kh * kw;
         for (q, panel) in panels.zip(out.chunks_exact_mut(k * NR)) {
             let (runs, count, filled) = self.runs(q);
             let runs = &runs[..count];
@@ -504,10 +574,10 @@ impl BandColumns<'_> {
                 _ => None,
             };
             let mut rows = panel.chunks_exact_mut(NR);
-            for plane in self.x.data.chunks_exact(hp * wp) {
+            for ci in 0..self.channels {
                 for i in 0..kh {
                     for j in 0..kw {
-                        let tap = &plane[i * d0 * wp + j * d1..];
+                        let tap = &self.x.data[(ci * hp + i * d0) * wp + j * d1..];
                         let row = rows.next().expect("k rows per panel");
                         if let Some(at) = whole {
                             row.copy_from_slice(&tap[at..at + NR]);
@@ -532,12 +602,18 @@ impl BandColumns<'_> {
         const NR: usize = gemm::NR;
         let ([_, wp], [s0, s1]) = (self.x.plane, self.p.stride);
         let (first, end) = (q * NR, self.len().min((q + 1) * NR));
+        let band = self.rows.len() * self.ow;
         let mut runs = [(0, 0, 0); NR];
         let (mut count, mut c) = (0, first);
         while c < end {
-            let (oy, ox) = (self.rows.start + c / self.ow, c % self.ow);
+            let (image, r) = (c / band, c % band);
+            let (oy, ox) = (self.rows.start + r / self.ow, r % self.ow);
             let lanes = (self.ow - ox).min(end - c);
-            runs[count] = (c - first, lanes, oy * s0 * wp + ox * s1);
+            runs[count] = (
+                c - first,
+                lanes,
+                image * self.x.image + oy * s0 * wp + ox * s1,
+            );
             count += 1;
             c += lanes;
         }
