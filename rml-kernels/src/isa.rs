@@ -60,7 +60,7 @@ impl Isa {
     }
 
     /// True for the ISAs that run the AVX2 kernels (AVX2 itself, and AVX-512 for
-    /// everything but its own GEMM micro-kernel).
+    /// everything but its own GEMM micro-kernel and the 16-lane vector kernels).
     pub const fn has_avx2(self) -> bool {
         matches!(self, Isa::Avx2 | Isa::Avx512)
     }

@@ -506,9 +506,13 @@ fn with_padded<R>(
         });
     }
     with_buffer(&PADDED, images.len() * c * hp * wp, |padded| {
+        if h * w == 0 {
+            // No input values: only padding.
+            padded.fill(0.0);
+        }
         for (plane, src) in padded
-            .chunks_exact_mut(hp * wp)
-            .zip(input.chunks_exact(h * w))
+            .chunks_exact_mut((hp * wp).max(1))
+            .zip(input.chunks_exact((h * w).max(1)))
         {
             let (above, rest) = plane.split_at_mut(pad.top * wp);
             let (inside, below) = rest.split_at_mut(h * wp);
@@ -565,6 +569,9 @@ impl BandColumns<'_> {
         let ([hp, wp], [kh, kw]) = (self.x.plane, self.kernel);
         let ([_, s1], [d0, d1]) = (self.p.stride, self.p.dilation);
         let k = self.channels * kh * kw;
+        if k == 0 {
+            return;
+        }
         for (q, panel) in panels.zip(out.chunks_exact_mut(k * NR)) {
             let (runs, count, filled) = self.runs(q);
             let runs = &runs[..count];

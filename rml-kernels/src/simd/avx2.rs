@@ -11,7 +11,7 @@ use super::{SQRT_HALF_BITS, Simd};
 
 /// Eight f32 lanes in a ymm register.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct F32x8(__m256);
+pub(crate) struct F32x8(pub(crate) __m256);
 
 /// Runs `f` in a context compiled with AVX2, FMA and F16C enabled, so that the
 /// generic kernel code `f` inlines is compiled for those features.

@@ -3,8 +3,8 @@
 //! [`Simd`] is a vector of `f32` lanes with the handful of operations the math,
 //! elementwise, softmax, norm, reduction and conversion kernels need. Each kernel is
 //! written once as a generic `#[inline(always)]` function over `V: Simd` and
-//! instantiated for [`scalar::F32x1`] (every target), `avx2::F32x8` (x86_64) and
-//! `neon::F32x4` (aarch64) by [`dispatch!`]. All intrinsics and every `unsafe`
+//! instantiated for [`scalar::F32x1`] (every target), `avx2::F32x8` and
+//! `avx512::F32x16` (x86_64) and `neon::F32x4` (aarch64) by [`dispatch!`]. All intrinsics and every `unsafe`
 //! block of the vector kernels live in the per-arch files of this module; the
 //! generic kernels are safe code over slices.
 //!
@@ -16,11 +16,14 @@ pub(crate) mod scalar;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512;
+
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 pub(crate) mod neon;
 
 /// Widest vector any path uses, in f32 lanes (sizes tail buffers).
-pub(crate) const MAX_LANES: usize = 8;
+pub(crate) const MAX_LANES: usize = 16;
 
 /// A vector of `LANES` f32 values.
 ///
@@ -185,7 +188,8 @@ pub(crate) fn clamp<V: Simd>(x: V, lo: f32, hi: f32) -> V {
 /// Runs `$body` with the type alias `$V` bound to the active ISA's vector type.
 ///
 /// `$body` is compiled once per ISA; the AVX2 instance runs inside a function with
-/// `#[target_feature(enable = "avx2,fma,f16c")]`. Everything between that function
+/// `#[target_feature(enable = "avx2,fma,f16c")]`, the AVX-512 one inside one that
+/// adds `avx512f`. Everything between that function
 /// and the intrinsics (this closure, the generic kernels, the `Simd` methods) is
 /// `#[inline(always)]`, so the intrinsics land in a function compiled with the
 /// features and inline; a plain closure here would stay an out-of-line call and
@@ -193,6 +197,22 @@ pub(crate) fn clamp<V: Simd>(x: V, lo: f32, hi: f32) -> V {
 macro_rules! dispatch {
     (|$V:ident| $body:expr) => {{
         match $crate::isa::active() {
+            #[cfg(target_arch = "x86_64")]
+            $crate::isa::Isa::Avx512 => {
+                // SAFETY: `isa::active()` only returns `Avx512` when the CPU
+                // supports AVX-512F, AVX2, FMA and F16C (`isa::force` refuses
+                // unsupported ISAs).
+                unsafe {
+                    $crate::simd::avx512::run(
+                        #[inline(always)]
+                        || {
+                            #[allow(dead_code)]
+                            type $V = $crate::simd::avx512::F32x16;
+                            $body
+                        },
+                    )
+                }
+            }
             #[cfg(target_arch = "x86_64")]
             isa if isa.has_avx2() => {
                 // SAFETY: `isa::active()` only returns an ISA with the AVX2 kernels

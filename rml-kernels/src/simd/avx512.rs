@@ -1,0 +1,312 @@
+//! The x86_64 AVX-512F implementation of [`Simd`]: sixteen f32 lanes in a zmm
+//! register, for the CPUs that run the `avx512` ISA (AVX2, FMA and F16C as well).
+//!
+//! Every method is a safe wrapper over intrinsics. `F32x16` values are only created
+//! inside [`run`], which `dispatch!` calls only after `isa::active()` said AVX-512,
+//! so the CPU has the features these intrinsics need; that is the safety argument
+//! of every `unsafe` block below. Only AVX-512F instructions are used (no DQ or BW),
+//! and each operation rounds as its AVX2 twin does, lane for lane; what differs is
+//! the order in which [`Simd::reduce_sum`] adds lanes (the halves, then AVX2's
+//! order), and the kernels' partial sums, which are per lane.
+
+use core::arch::x86_64::*;
+
+use super::{SQRT_HALF_BITS, Simd, avx2};
+
+/// Sixteen f32 lanes in a zmm register.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct F32x16(__m512);
+
+/// Runs `f` in a context compiled with AVX-512F, AVX2, FMA and F16C enabled, so
+/// that the generic kernel code `f` inlines is compiled for those features.
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX2, FMA and F16C.
+#[inline]
+pub(crate) unsafe fn run<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: the caller guarantees the CPU features `run_avx512` is compiled for.
+    unsafe { run_avx512(f) }
+}
+
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+fn run_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// The bits of `v` as sixteen i32 lanes.
+#[inline(always)]
+fn bits(v: __m512) -> __m512i {
+    // SAFETY: a bit cast (AVX-512F, module docs).
+    unsafe { _mm512_castps_si512(v) }
+}
+
+/// Sixteen i32 lanes as f32 bits.
+#[inline(always)]
+fn floats(v: __m512i) -> __m512 {
+    // SAFETY: a bit cast (AVX-512F, module docs).
+    unsafe { _mm512_castsi512_ps(v) }
+}
+
+/// Every i32 lane set to `v`.
+#[inline(always)]
+fn splat_i32(v: i32) -> __m512i {
+    // SAFETY: AVX-512F available (module docs).
+    unsafe { _mm512_set1_epi32(v) }
+}
+
+impl Simd for F32x16 {
+    const LANES: usize = 16;
+    const FAST_LOOKUP: bool = true;
+    type Mask = __mmask16;
+
+    #[inline(always)]
+    fn load(s: &[f32]) -> Self {
+        assert!(s.len() >= 16);
+        // SAFETY: `s` holds at least 16 f32 (checked); loadu has no alignment
+        // requirement; AVX-512F is available (module docs).
+        F32x16(unsafe { _mm512_loadu_ps(s.as_ptr()) })
+    }
+    #[inline(always)]
+    fn store(self, s: &mut [f32]) {
+        assert!(s.len() >= 16);
+        // SAFETY: `s` has room for 16 f32 (checked); storeu is unaligned; AVX-512F
+        // is available (module docs).
+        unsafe { _mm512_storeu_ps(s.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn load_f16(s: &[u16]) -> Self {
+        assert!(s.len() >= 16);
+        // SAFETY: 16 u16 = 32 bytes readable (checked); AVX-512F available (module
+        // docs).
+        F32x16(unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(s.as_ptr().cast())) })
+    }
+    #[inline(always)]
+    fn store_f16(self, s: &mut [u16]) {
+        assert!(s.len() >= 16);
+        // SAFETY: 32 bytes writable (checked); AVX-512F available (module docs).
+        unsafe {
+            let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0);
+            _mm256_storeu_si256(s.as_mut_ptr().cast(), h);
+        }
+    }
+    #[inline(always)]
+    fn load_bf16(s: &[u16]) -> Self {
+        assert!(s.len() >= 16);
+        // SAFETY: 32 bytes readable (checked); AVX-512F available (module docs).
+        unsafe {
+            let h = _mm256_loadu_si256(s.as_ptr().cast());
+            let bits = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
+            // NaN inputs come out quiet (the quiet bit set), as `half` does.
+            let abs = _mm512_and_si512(bits, splat_i32(0x7fff_ffff));
+            let nan = _mm512_cmpgt_epi32_mask(abs, splat_i32(0x7f80_0000));
+            F32x16(floats(_mm512_mask_or_epi32(
+                bits,
+                nan,
+                bits,
+                splat_i32(0x0040_0000),
+            )))
+        }
+    }
+    #[inline(always)]
+    fn store_bf16(self, s: &mut [u16]) {
+        assert!(s.len() >= 16);
+        // SAFETY: 32 bytes writable (checked); AVX-512F available (module docs).
+        unsafe {
+            let bits = bits(self.0);
+            let abs = _mm512_and_si512(bits, splat_i32(0x7fff_ffff));
+            let nan = _mm512_cmpgt_epi32_mask(abs, splat_i32(0x7f80_0000));
+            // Round to nearest even: add 0x7fff plus the lowest kept bit.
+            let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), splat_i32(1));
+            let bias = _mm512_add_epi32(lsb, splat_i32(0x7fff));
+            let rounded = _mm512_srli_epi32::<16>(_mm512_add_epi32(bits, bias));
+            let quiet = _mm512_or_si512(_mm512_srli_epi32::<16>(bits), splat_i32(0x40));
+            let out = _mm512_mask_blend_epi32(nan, rounded, quiet);
+            // Every lane is below 2^16: the truncating narrow keeps it exactly.
+            _mm256_storeu_si256(s.as_mut_ptr().cast(), _mm512_cvtepi32_epi16(out));
+        }
+    }
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(unsafe { _mm512_set1_ps(v) })
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(unsafe { _mm512_add_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(unsafe { _mm512_sub_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(unsafe { _mm512_mul_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(unsafe { _mm512_div_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
+    }
+    #[inline(always)]
+    fn mul_err(self, b: Self, p: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(unsafe { _mm512_fmsub_ps(self.0, b.0, p.0) })
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        unsafe {
+            // maxps returns its second operand when either is NaN; patch in a NaN
+            // first operand so NaN wins from both sides.
+            let m = _mm512_max_ps(self.0, o.0);
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0);
+            F32x16(_mm512_mask_blend_ps(nan, m, self.0))
+        }
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        unsafe {
+            let m = _mm512_min_ps(self.0, o.0);
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0);
+            F32x16(_mm512_mask_blend_ps(nan, m, self.0))
+        }
+    }
+    #[inline(always)]
+    fn min_bound(self, bound: f32) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        // minps returns its second operand when either is NaN: `self`.
+        F32x16(unsafe { _mm512_min_ps(_mm512_set1_ps(bound), self.0) })
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        F32x16(floats(
+            // SAFETY: AVX-512F available (module docs).
+            unsafe { _mm512_and_si512(bits(self.0), splat_i32(0x7fff_ffff)) },
+        ))
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(unsafe { _mm512_sqrt_ps(self.0) })
+    }
+    #[inline(always)]
+    fn round(self) -> Self {
+        // SAFETY: AVX-512F available (module docs). Scale 0: round to an integer.
+        F32x16(unsafe {
+            _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0)
+        })
+    }
+    #[inline(always)]
+    fn lt(self, o: Self) -> __mmask16 {
+        // SAFETY: AVX-512F available (module docs).
+        unsafe { _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn eq(self, o: Self) -> __mmask16 {
+        // SAFETY: AVX-512F available (module docs).
+        unsafe { _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn is_nan(self) -> __mmask16 {
+        // SAFETY: AVX-512F available (module docs).
+        unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0) }
+    }
+    #[inline(always)]
+    fn all_in(self, lo: f32, hi: f32) -> bool {
+        // SAFETY: AVX-512F available (module docs).
+        unsafe {
+            let ge = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(self.0, _mm512_set1_ps(lo));
+            let lt = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, _mm512_set1_ps(hi));
+            ge & lt == 0xffff
+        }
+    }
+    #[inline(always)]
+    fn select(m: __mmask16, a: Self, b: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(unsafe { _mm512_mask_blend_ps(m, b.0, a.0) })
+    }
+    #[inline(always)]
+    fn pow2(self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        unsafe {
+            let n = _mm512_cvtps_epi32(self.0);
+            let e = _mm512_slli_epi32::<23>(_mm512_add_epi32(n, splat_i32(127)));
+            F32x16(floats(e))
+        }
+    }
+    #[inline(always)]
+    fn exponent_mantissa(self) -> (Self, Self) {
+        // SAFETY: AVX-512F available (module docs).
+        unsafe {
+            let t = _mm512_sub_epi32(bits(self.0), splat_i32(SQRT_HALF_BITS));
+            let e = _mm512_srai_epi32::<23>(t);
+            let m = _mm512_add_epi32(
+                _mm512_and_si512(t, splat_i32(0x007f_ffff)),
+                splat_i32(SQRT_HALF_BITS),
+            );
+            (F32x16(_mm512_cvtepi32_ps(e)), F32x16(floats(m)))
+        }
+    }
+    #[inline(always)]
+    fn lookup8(self, table: &[f32; 8]) -> Self {
+        // SAFETY: `table` holds 8 f32 (32 bytes); loadu has no alignment
+        // requirement; AVX-512F available (module docs). The indices are masked
+        // to 0..8, so only the eight loaded entries are selected.
+        F32x16(unsafe {
+            let t = _mm512_zextps256_ps512(_mm256_loadu_ps(table.as_ptr()));
+            let i = _mm512_and_si512(bits(self.0), splat_i32(7));
+            _mm512_permutexvar_ps(i, t)
+        })
+    }
+    #[inline(always)]
+    fn copysign(self, sign: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(floats(unsafe {
+            let magnitude = _mm512_and_si512(bits(self.0), splat_i32(0x7fff_ffff));
+            let sign = _mm512_and_si512(bits(sign.0), splat_i32(i32::MIN));
+            _mm512_or_si512(magnitude, sign)
+        }))
+    }
+    #[inline(always)]
+    fn sum4_rows_f64(rows: &[f32], cols: usize) -> [f64; 4] {
+        avx2::F32x8::sum4_rows_f64(rows, cols)
+    }
+    #[inline(always)]
+    fn sum4_sq_dev_rows_f64(rows: &[f32], cols: usize, means: [f64; 4]) -> [f64; 4] {
+        avx2::F32x8::sum4_sq_dev_rows_f64(rows, cols, means)
+    }
+    #[inline(always)]
+    fn reduce_sum(self) -> f32 {
+        let (lo, hi) = self.halves();
+        lo.add(hi).reduce_sum()
+    }
+    #[inline(always)]
+    fn reduce_max(self) -> f32 {
+        let (lo, hi) = self.halves();
+        lo.max(hi).reduce_max()
+    }
+}
+
+impl F32x16 {
+    /// The low and high eight lanes.
+    #[inline(always)]
+    fn halves(self) -> (avx2::F32x8, avx2::F32x8) {
+        // SAFETY: bit casts and a 256-bit extract (AVX-512F, module docs).
+        unsafe {
+            let hi = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(self.0));
+            (
+                avx2::F32x8(_mm512_castps512_ps256(self.0)),
+                avx2::F32x8(_mm256_castpd_ps(hi)),
+            )
+        }
+    }
+}
