@@ -12,6 +12,23 @@ use crate::elementwise::check_rows;
 use crate::reduce::{row_mean_var, row_sum_map};
 use crate::simd::{Simd, dispatch, load_tail, sqrt_f32, store_tail};
 
+/// `out[i] = f32(((f64(x[i]) − mean) · inv_std) · w + b)` with `params` = `[mean,
+/// inv_std, w, b]`, each operation rounded in f64 and the result once to f32: the
+/// formula rml-core's group and batch norms apply per element, bit for bit on every
+/// ISA (with [`crate::reduce::moments_rows_f64`] a host reproduces rml-core's
+/// group norm exactly). `out` must hold as many values as `x`
+/// ([`Error::LengthMismatch`]).
+pub fn normalize_f64(x: &[f32], params: [f64; 4], out: &mut [f32]) -> Result<()> {
+    if x.len() != out.len() {
+        return Err(Error::LengthMismatch {
+            expected: x.len(),
+            got: out.len(),
+        });
+    }
+    dispatch!(|V| V::affine_f64(x, out, params));
+    Ok(())
+}
+
 fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
     match p {
         Some(p) if p.len() != cols => Err(Error::LengthMismatch {

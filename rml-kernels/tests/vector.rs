@@ -7,7 +7,7 @@ use rml_kernels::convert;
 use rml_kernels::elementwise::{BinaryOp, Operand, UnaryOp, binary, unary, unary_inplace};
 use rml_kernels::isa::Isa;
 use rml_kernels::math;
-use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
+use rml_kernels::norm::{layer_norm_rows, normalize_f64, rms_norm_rows};
 use rml_kernels::reduce::{ReduceOp, moments_rows_f64, reduce_rows, sum_rows_f64};
 use rml_kernels::softmax::{
     log_softmax_rows, softmax_parts_inplace, softmax_rows, softmax_rows_inplace,
@@ -728,16 +728,13 @@ fn f64_row_moments_normalize_as_rml_core_group_norm_bit_for_bit() {
                         "{what}"
                     );
                 }
-                let got: Vec<f32> = x
-                    .chunks_exact(cols)
-                    .zip(&moments)
-                    .flat_map(|(row, &[mean, var])| {
-                        let inv_std = 1.0 / (var + f64::from(eps)).sqrt();
-                        let (w, b) = (f64::from(gamma[0]), f64::from(beta[0]));
-                        row.iter()
-                            .map(move |&v| ((f64::from(v) - mean) * inv_std * w + b) as f32)
-                    })
-                    .collect();
+                let mut got = vec![f32::NAN; rows * cols];
+                let rows_out = got.chunks_exact_mut(cols);
+                for ((row, &[mean, var]), y) in x.chunks_exact(cols).zip(&moments).zip(rows_out) {
+                    let inv_std = 1.0 / (var + f64::from(eps)).sqrt();
+                    let params = [mean, inv_std, f64::from(gamma[0]), f64::from(beta[0])];
+                    normalize_f64(row, params, y).unwrap();
+                }
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{} {rows}x{cols}", isa.name());
             }
@@ -746,6 +743,7 @@ fn f64_row_moments_normalize_as_rml_core_group_norm_bit_for_bit() {
     let mut out = [[0.0f64; 2]; 2];
     assert!(moments_rows_f64(&[0.0; 4], 0, &mut out).is_err());
     assert!(moments_rows_f64(&[0.0; 5], 2, &mut out).is_err());
+    assert!(normalize_f64(&[0.0; 4], [0.0, 1.0, 1.0, 0.0], &mut [0.0; 3]).is_err());
 }
 
 #[test]

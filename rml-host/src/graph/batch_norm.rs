@@ -56,9 +56,8 @@ pub fn batch_norm(
 }
 
 /// `dst = (src − mean) · inv_std · w + b` in f64, rounded once to f32 (rml-core's
-/// normalization formula).
-pub(super) fn normalize(src: &[f32], dst: &mut [f32], [mean, inv_std, w, b]: [f64; 4]) {
-    for (o, &v) in dst.iter_mut().zip(src) {
-        *o = ((f64::from(v) - mean) * inv_std * w + b) as f32;
-    }
+/// normalization formula, on rml-kernels' f64 lanes).
+pub(super) fn normalize(src: &[f32], dst: &mut [f32], params: [f64; 4]) {
+    let done = rml_kernels::norm::normalize_f64(src, params, dst);
+    debug_assert!(done.is_ok(), "callers pass equal lengths");
 }

@@ -296,6 +296,24 @@ impl Simd for F32x8 {
         acc
     }
     #[inline(always)]
+    fn affine_f64(src: &[f32], dst: &mut [f32], params: [f64; 4]) {
+        let n = src.len().min(dst.len());
+        let (src, dst) = (&src[..n], &mut dst[..n]);
+        let mut from = src.chunks_exact(4);
+        let mut to = dst.chunks_exact_mut(4);
+        // SAFETY: each load reads 4 f32 of a 4-value chunk and each store writes 4
+        // f32 of one; AVX is available (module docs).
+        unsafe {
+            let [mean, inv_std, w, b] = params.map(|p| _mm256_set1_pd(p));
+            for (s, d) in from.by_ref().zip(to.by_ref()) {
+                let v = _mm256_cvtps_pd(_mm_loadu_ps(s.as_ptr()));
+                let y = _mm256_mul_pd(_mm256_mul_pd(_mm256_sub_pd(v, mean), inv_std), w);
+                _mm_storeu_ps(d.as_mut_ptr(), _mm256_cvtpd_ps(_mm256_add_pd(y, b)));
+            }
+        }
+        super::scalar::F32x1::affine_f64(from.remainder(), to.into_remainder(), params);
+    }
+    #[inline(always)]
     fn reduce_sum(self) -> f32 {
         // SAFETY: AVX available (module docs).
         unsafe {

@@ -285,6 +285,24 @@ impl Simd for F32x16 {
         avx2::F32x8::sum4_sq_dev_rows_f64(rows, cols, means)
     }
     #[inline(always)]
+    fn affine_f64(src: &[f32], dst: &mut [f32], params: [f64; 4]) {
+        let n = src.len().min(dst.len());
+        let (src, dst) = (&src[..n], &mut dst[..n]);
+        let mut from = src.chunks_exact(8);
+        let mut to = dst.chunks_exact_mut(8);
+        // SAFETY: each load reads 8 f32 of an 8-value chunk and each store writes 8
+        // f32 of one; AVX-512F is available (module docs).
+        unsafe {
+            let [mean, inv_std, w, b] = params.map(|p| _mm512_set1_pd(p));
+            for (s, d) in from.by_ref().zip(to.by_ref()) {
+                let v = _mm512_cvtps_pd(_mm256_loadu_ps(s.as_ptr()));
+                let y = _mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(v, mean), inv_std), w);
+                _mm256_storeu_ps(d.as_mut_ptr(), _mm512_cvtpd_ps(_mm512_add_pd(y, b)));
+            }
+        }
+        avx2::F32x8::affine_f64(from.remainder(), to.into_remainder(), params);
+    }
+    #[inline(always)]
     fn reduce_sum(self) -> f32 {
         let (lo, hi) = self.halves();
         lo.add(hi).reduce_sum()

@@ -140,6 +140,16 @@ pub(crate) trait Simd: Copy {
         }
         acc
     }
+    /// `dst[i] = f32(((f64(src[i]) − mean) · inv_std) · w + b)` over `min(len)`
+    /// values, each operation rounded in f64 (no fused multiply-add) and the result
+    /// once to f32: rml-core's normalization formula, the same bits whatever the
+    /// ISA. Portable by default; AVX2 takes four f64 lanes at a time, AVX-512 eight.
+    #[inline(always)]
+    fn affine_f64(src: &[f32], dst: &mut [f32], [mean, inv_std, w, b]: [f64; 4]) {
+        for (o, &v) in dst.iter_mut().zip(src) {
+            *o = ((f64::from(v) - mean) * inv_std * w + b) as f32;
+        }
+    }
 }
 
 /// The bits of the f32 just below `√½` (0.70710677): `exponent_mantissa` subtracts
