@@ -61,6 +61,8 @@ pub struct ConvIo<'a> {
     pub x: (&'a [f32], [usize; 4]),
     /// Weight data and dims.
     pub w: (&'a [f32], [usize; 4]),
+    /// A `conv2d`'s weight rows packed by [`pack_weights`], if the caller has them.
+    pub packed_w: Option<&'a [f32]>,
     /// Bias, one per output channel.
     pub bias: Option<&'a [f32]>,
     /// Output dims (the data is passed to [`ConvKind::run`]).
@@ -211,6 +213,26 @@ fn dims_fit(p: &Conv2dParams, [x, wd, out]: [[usize; 4]; 3], bias_len: Option<us
         && bias_len.is_none_or(|b| b == co)
 }
 
+/// A `conv2d` weight `[C_out, C_in/g, kh, kw]` (`dims`) in `groups` groups packed
+/// for the GEMM once (`gemm::pack_a` of each group's `[C_out/g, k]` rows, group
+/// after group), so a run does not pack the weight rows again for every band;
+/// `None` when the dims do not fit the data or `groups`.
+pub fn pack_weights(w: &[f32], [co, cig, kh, kw]: [usize; 4], groups: usize) -> Option<Vec<f32>> {
+    let (cog, k) = (co.checked_div(groups)?, cig * kh * kw);
+    let group_len = gemm::packed_a_full_len(cog, k).ok()?;
+    if co % groups != 0 || w.len() != co * k {
+        return None;
+    }
+    let mut packed = vec![0.0; group_len.checked_mul(groups)?];
+    for (rows, out) in w
+        .chunks(cog * k.max(1))
+        .zip(packed.chunks_mut(group_len.max(1)))
+    {
+        gemm::pack_a(MatRef::row_major(rows, cog, k).ok()?, out).ok()?;
+    }
+    Some(packed)
+}
+
 /// Runs chunks `0..n` one after the other on this thread.
 pub(super) fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
     (0..n).for_each(f);
@@ -301,6 +323,8 @@ struct Group<'a> {
     x: Padded<'a>,
     images: usize,
     weights: &'a [f32],
+    /// The weight rows packed for the GEMM, if the caller has them.
+    packed: Option<&'a [f32]>,
     bias: Option<&'a [f32]>,
     dims: [usize; 6],
     band: usize,
@@ -311,11 +335,15 @@ impl<'a> Group<'a> {
     fn new(p: &'a Conv2dParams, io: &ConvIo<'a>, x: Padded<'a>, gi: usize, images: usize) -> Self {
         let ([co, cig, kh, kw], [_, _, oh, ow]) = (io.w.1, io.out);
         let (cog, k) = (co / p.groups, cig * kh * kw);
+        let packed_len = gemm::packed_a_full_len(cog, k).unwrap_or(0);
         Group {
             p,
             x: x.skip_channels(gi * cig),
             images,
             weights: &io.w.0[gi * cog * k..][..cog * k],
+            packed: io
+                .packed_w
+                .and_then(|w| w.get(gi * packed_len..(gi + 1) * packed_len)),
             bias: io.bias.map(|bias| &bias[gi * cog..][..cog]),
             dims: [cog, k, kh, kw, oh, ow],
             band: band_rows(k, [oh, ow]),
@@ -361,6 +389,7 @@ impl<'a> Group<'a> {
             );
             let band = Band {
                 weights: self.weights,
+                packed_weights: self.packed,
                 packed,
                 dims: [cog, k, stride],
                 cols: at..at + n,
@@ -425,6 +454,8 @@ fn band_rows(k: usize, [oh, ow]: [usize; 2]) -> usize {
 struct Band<'a> {
     /// The group's `[rows, k]` weight rows.
     weights: &'a [f32],
+    /// The same rows packed for the GEMM (`gemm::pack_a`), if the caller has them.
+    packed_weights: Option<&'a [f32]>,
     /// The packed band.
     packed: &'a [f32],
     /// `[rows, k, pixels]`: GEMM rows, inner size, output row length.
@@ -448,18 +479,31 @@ impl Band<'_> {
         });
     }
 
-    /// Rows `range` of the product into `piece` (those rows of the output).
+    /// Rows `range` of the product into `piece` (those rows of the output): from
+    /// the pre-packed weight rows when there are some and `range` starts at a
+    /// panel edge, else packing the rows on the way (the same bits either way).
     fn rows(&self, range: Range<usize>, piece: &mut [f32]) {
-        let ([_, k, pixels], cols) = (self.dims, &self.cols);
-        let (m, n) = (range.len(), cols.len());
-        let a = &self.weights[range.start * k..range.end * k];
-        let done = with_scratch(gemm::gemm_packed_scratch_len(m, k), |scratch| {
-            let a = MatRef::row_major(a, m, k)?;
-            let b = gemm::PackedB::new(self.packed, k, n)?;
-            let c = MatMut::new(&mut piece[cols.start..], m, n, pixels, 1)?;
-            gemm::gemm_packed(1.0, a, b, 1.0, c, &gemm::Epilogue::default(), scratch)
-        });
+        let done = self.try_rows(range, piece);
         debug_assert!(done.is_ok(), "dims are checked by ConvKind::fits");
+    }
+
+    /// [`Band::rows`], with the GEMM's argument checks.
+    fn try_rows(&self, range: Range<usize>, piece: &mut [f32]) -> rml_core::Result<()> {
+        let ([rows, k, pixels], cols) = (self.dims, &self.cols);
+        let (m, n) = (range.len(), cols.len());
+        let b = gemm::PackedB::new(self.packed, k, n)?;
+        let c = MatMut::new(&mut piece[cols.start..], m, n, pixels, 1)?;
+        let epilogue = gemm::Epilogue::default();
+        match self.packed_weights {
+            Some(w) if range.start.is_multiple_of(gemm::MR) => {
+                let a = gemm::PackedA::new(w, rows, k)?.sub_rows(range)?;
+                gemm::gemm_prepacked(1.0, a, b, 1.0, c, &epilogue)
+            }
+            _ => with_scratch(gemm::gemm_packed_scratch_len(m, k), |scratch| {
+                let a = MatRef::row_major(&self.weights[range.start * k..range.end * k], m, k)?;
+                gemm::gemm_packed(1.0, a, b, 1.0, c, &epilogue, scratch)
+            }),
+        }
     }
 }
 

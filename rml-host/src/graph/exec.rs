@@ -370,10 +370,13 @@ impl Ctx<'_> {
                 x,
                 bias,
                 out,
+                packed,
                 epilogue,
             } => {
+                let mut rows = self.conv_rows(*node, *x, *out)?;
+                rows.packed = packed.as_deref();
                 let g = Producer {
-                    rows: Rows::Conv(self.conv_rows(*node, *x, *out)?),
+                    rows: Rows::Conv(rows),
                     x: *x,
                     params: [*bias, None],
                     out: *out,
@@ -459,6 +462,7 @@ impl Ctx<'_> {
                 Ok(ConvRows {
                     p,
                     w,
+                    packed: None,
                     x_dims,
                     out: out_dims,
                     pool: self.pool,
@@ -885,6 +889,7 @@ impl Ctx<'_> {
         let io = ConvIo {
             x,
             w,
+            packed_w: None,
             bias,
             out: out_dims,
         };
@@ -1141,6 +1146,8 @@ struct ConvRows<'a> {
     p: &'a dyn ConvKind,
     /// The weight and its dims.
     w: (&'a [f32], [usize; 4]),
+    /// A `conv2d`'s weight rows pre-packed for the GEMM (`conv::pack_weights`).
+    packed: Option<&'a [f32]>,
     x_dims: [usize; 4],
     out: [usize; 4],
     /// Runs the chunks of an image's split output-channel rows on its team.
@@ -1156,6 +1163,7 @@ impl<'a> ConvRows<'a> {
         ConvIo {
             x: (x, self.x_dims),
             w: self.w,
+            packed_w: self.packed,
             bias,
             out: self.out,
         }

@@ -85,6 +85,9 @@ pub enum StepKind {
         bias: Option<ValueId>,
         /// The `[N, C_out, H_out, W_out]` output.
         out: ValueId,
+        /// A `conv2d`'s weight rows packed once for the GEMM, group after group
+        /// (`conv::pack_weights`; `None` for a transposed convolution).
+        packed: Option<Arc<[f32]>>,
         /// The program run on each image's output.
         epilogue: Option<Program>,
     },
@@ -538,7 +541,7 @@ fn conv_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKind
     let x = n.inputs.first().copied().flatten()?;
     let w = n.inputs.get(1).copied().flatten()?;
     let bias = n.inputs.get(2).copied().flatten();
-    let (shape, Buffer::F32(_)) = consts.get(w)? else {
+    let (shape, Buffer::F32(weights)) = consts.get(w)? else {
         return None;
     };
     let fits = shape.rank() == 4
@@ -547,11 +550,19 @@ fn conv_step(graph: &Graph, consts: &ConstTable, node: usize) -> Option<StepKind
         && bias.is_none_or(f32)
         && n.outputs.len() == 1
         && f32(n.outputs[0]);
+    let packed = match &n.op {
+        Op::Conv2d(p) => {
+            let dims = shape.dims().try_into().ok()?;
+            super::conv::pack_weights(weights, dims, p.groups).map(Arc::from)
+        }
+        _ => None,
+    };
     fits.then_some(StepKind::Conv {
         node,
         x,
         bias,
         out: n.outputs[0],
+        packed,
         epilogue: None,
     })
 }

@@ -6,7 +6,7 @@ use super::epilogue::Epilogue;
 use super::mat::{MatMut, MatRef};
 use super::pack::{pack_a, pack_b_block};
 use super::tile::{TileSpec, tile_scalar};
-use super::{ALIGN_F32, KC, MC, MR, NC, NR, PackedB, SMALL_M, Weight};
+use super::{ALIGN_F32, KC, MC, MR, NC, NR, PackedA, PackedB, SMALL_M, Weight};
 use crate::isa::Isa;
 
 /// Largest row-major A (in bytes) read in place by the micro-kernels (when `k ≤ KC`;
@@ -27,6 +27,14 @@ const L1_WAY_FLOATS: usize = 1024;
 /// read in place about 23–26 GFLOP/s, packed in blocks of 128 columns 37–38, of
 /// 64 or 256 columns 31–32 in the same sweep (docs/kernels.md).
 const SMALL_M_NC: usize = 128;
+
+/// Where A comes from.
+pub(crate) enum ASrc<'a> {
+    /// A plain matrix, read in place or packed block by block into scratch.
+    Plain(MatRef<'a, f32>),
+    /// Pre-packed by `pack_a`.
+    Packed(PackedA<'a>),
+}
 
 /// Where B comes from.
 pub(crate) enum BSrc<'a, T> {
@@ -124,14 +132,18 @@ fn scale_only(beta: f32, c: &mut MatMut<'_>, epi: &Epilogue<'_>) {
 pub(crate) fn run<T: Weight>(
     isa: Isa,
     alpha: f32,
-    a: MatRef<'_, f32>,
+    a: ASrc<'_>,
     b: BSrc<'_, T>,
     beta: f32,
     mut c: MatMut<'_>,
     epi: &Epilogue<'_>,
     scratch: &mut [f32],
 ) {
-    let (m, k, n) = (c.rows, a.cols, c.cols);
+    let (m, n) = (c.rows, c.cols);
+    let k = match &a {
+        ASrc::Plain(a) => a.cols,
+        ASrc::Packed(a) => a.k,
+    };
     if m == 0 || n == 0 {
         return;
     }
@@ -142,7 +154,15 @@ pub(crate) fn run<T: Weight>(
     // A small enough to be reused from L1/L2 with short rows is read in place
     // (packing it would cost as much as it saves); a large A is packed so the
     // kernel streams it contiguously from L2.
-    let direct_a = m <= SMALL_M || (a.cs == 1 && k <= KC && m * k * 4 <= DIRECT_A_MAX_BYTES);
+    // A pre-packed A is read in its panels.
+    let direct_a = match &a {
+        ASrc::Plain(a) => m <= SMALL_M || (a.cs == 1 && k <= KC && m * k * 4 <= DIRECT_A_MAX_BYTES),
+        ASrc::Packed(_) => false,
+    };
+    let plain_a = match &a {
+        ASrc::Plain(a) => Some(a),
+        ASrc::Packed(_) => None,
+    };
     // Small M, or a B of at most half of L1, reads a row-contiguous f32 B in place:
     // each B element is used by at most two row tiles, or B stays in L1 anyway, so
     // packing it would cost more than it saves. Not so for small M of two row
@@ -160,7 +180,7 @@ pub(crate) fn run<T: Weight>(
         _ => None,
     };
     let nc_block = if m <= SMALL_M { SMALL_M_NC } else { NC };
-    let a_len = if direct_a {
+    let a_len = if direct_a || plain_a.is_none() {
         0
     } else {
         super::packed_a_len(m, k)
@@ -194,8 +214,8 @@ pub(crate) fn run<T: Weight>(
             let last = pc + kc == k;
             for ic in (0..m).step_by(MC) {
                 let mc = MC.min(m - ic);
-                if !direct_a {
-                    pack_a(&a, ic, mc, pc, kc, sa);
+                if let (Some(a), false) = (plain_a, direct_a) {
+                    pack_a(a, ic, mc, pc, kc, sa);
                 }
                 let mut jr = 0;
                 while jr < nc {
@@ -204,10 +224,13 @@ pub(crate) fn run<T: Weight>(
                     let nr = if pair { 2 * NR } else { NR.min(nc - jr) };
                     let bs = &bbuf[b_off + (jr / NR) * b_step..];
                     for (ir, mr) in row_tiles(mc, direct_a) {
-                        let (abuf, a_off, rs_a, cs_a) = if direct_a {
-                            (a.data, (ic + ir) * a.rs + pc * a.cs, a.rs, a.cs)
-                        } else {
-                            (&*sa, (ir / MR) * MR * kc, 1, MR)
+                        let (abuf, a_off, rs_a, cs_a) = match (&a, direct_a) {
+                            (ASrc::Plain(a), true) => {
+                                (a.data, (ic + ir) * a.rs + pc * a.cs, a.rs, a.cs)
+                            }
+                            (ASrc::Plain(_), false) => (&*sa, (ir / MR) * MR * kc, 1, MR),
+                            // Panel `(ic + ir) / MR`, its `kc` block from column `pc`.
+                            (ASrc::Packed(p), _) => (p.data, (ic + ir) * k + pc * MR, 1, MR),
                         };
                         let mut spec = TileSpec {
                             kc,

@@ -189,6 +189,77 @@ impl<'a> PackedB<'a> {
     }
 }
 
+/// A packed once into the micro-kernel layout: `ceil(m / MR)` panels of `MR × k`
+/// f32 values (rows past `m` are zero), so a constant left operand (a
+/// convolution's weights) is not packed again on every call. Build the data with
+/// [`pack_a`].
+#[derive(Clone, Copy, Debug)]
+pub struct PackedA<'a> {
+    data: &'a [f32],
+    m: usize,
+    k: usize,
+}
+
+impl<'a> PackedA<'a> {
+    /// Wraps data produced by [`pack_a`] for an `m × k` A.
+    pub fn new(data: &'a [f32], m: usize, k: usize) -> Result<Self> {
+        let needed = packed_a_full_len(m, k)?;
+        if data.len() < needed {
+            return Err(Error::BufferTooSmall {
+                needed,
+                got: data.len(),
+            });
+        }
+        Ok(PackedA { data, m, k })
+    }
+
+    /// Rows.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// Inner size.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Rows `rows` of A, which must start at a panel edge (a multiple of [`MR`]).
+    pub fn sub_rows(&self, rows: Range<usize>) -> Result<PackedA<'a>> {
+        if !rows.start.is_multiple_of(MR) || rows.start > rows.end || rows.end > self.m {
+            return Err(Error::InvalidArgument(
+                "packed A rows must start at a multiple of MR and lie inside A",
+            ));
+        }
+        Ok(PackedA {
+            data: &self.data[rows.start * self.k..],
+            m: rows.end - rows.start,
+            k: self.k,
+        })
+    }
+}
+
+/// Length in f32 of a pre-packed `m × k` A.
+pub fn packed_a_full_len(m: usize, k: usize) -> Result<usize> {
+    m.div_ceil(MR)
+        .checked_mul(MR)
+        .and_then(|v| v.checked_mul(k))
+        .ok_or(Error::Overflow)
+}
+
+/// Packs an `m × k` f32 A (any strides) into `out`, which must hold
+/// [`packed_a_full_len`] values; wrap the result with [`PackedA::new`].
+pub fn pack_a(a: MatRef<'_, f32>, out: &mut [f32]) -> Result<()> {
+    let needed = packed_a_full_len(a.rows, a.cols)?;
+    if out.len() < needed {
+        return Err(Error::BufferTooSmall {
+            needed,
+            got: out.len(),
+        });
+    }
+    pack::pack_a(&a, 0, a.rows, 0, a.cols, &mut out[..needed]);
+    Ok(())
+}
+
 /// Length in f32 of a pre-packed `k × n` B.
 pub fn packed_b_len(k: usize, n: usize) -> Result<usize> {
     n.div_ceil(NR)
@@ -308,7 +379,7 @@ pub fn gemm_ex<T: Weight>(
     driver::run(
         isa::active(),
         alpha,
-        a,
+        driver::ASrc::Plain(a),
         driver::BSrc::Plain(b),
         beta,
         c,
@@ -361,12 +432,38 @@ pub fn gemm_packed(
     driver::run::<f32>(
         isa::active(),
         alpha,
-        a,
+        driver::ASrc::Plain(a),
         driver::BSrc::Packed(b),
         beta,
         c,
         epi,
         scratch,
+    );
+    Ok(())
+}
+
+/// `C ← epilogue(alpha·A·B + beta·C)` with A pre-packed by [`pack_a`] and B by
+/// [`pack_b`]: nothing is packed, so no scratch is needed. The same bits as
+/// [`gemm_packed`] on the unpacked A.
+pub fn gemm_prepacked(
+    alpha: f32,
+    a: PackedA<'_>,
+    b: PackedB<'_>,
+    beta: f32,
+    c: MatMut<'_>,
+    epi: &Epilogue<'_>,
+) -> Result<()> {
+    check_shapes((a.m, a.k), (b.k, b.n), (c.rows, c.cols))?;
+    epi.check(c.rows, c.cols)?;
+    driver::run::<f32>(
+        isa::active(),
+        alpha,
+        driver::ASrc::Packed(a),
+        driver::BSrc::Packed(b),
+        beta,
+        c,
+        epi,
+        &mut [],
     );
     Ok(())
 }

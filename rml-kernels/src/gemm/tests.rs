@@ -619,6 +619,62 @@ fn prepacked_b_and_ranges_match_plain_gemm() {
     });
 }
 
+#[test]
+fn prepacked_a_matches_the_reference_and_gemm_packed_bit_for_bit() {
+    let mut rng = Rng(37);
+    // More rows than MC and K past KC (every block boundary), a ragged last panel.
+    let (m, k, n) = if crate::testing::MIRI {
+        (13, 20, 35)
+    } else {
+        (151, 300, 45)
+    };
+    let a = TMat::new(&mut rng, m, k, Lay::Padded, 0.0);
+    let b = TMat::new(&mut rng, k, n, Lay::RowMajor, 0.0);
+    let epi = Epilogue {
+        activation: Activation::Relu,
+        ..Default::default()
+    };
+    let want = reference_no_c(
+        1.0,
+        &|i, p| a.vals[i * k + p],
+        &|p, j| b.vals[p * n + j],
+        &epi,
+        (m, k, n),
+    );
+    let mut packed_b = vec![f32::NAN; packed_b_len(k, n).unwrap()];
+    pack_b(b.view(), &mut packed_b).unwrap();
+    let pb = PackedB::new(&packed_b, k, n).unwrap();
+    let mut packed_a = vec![f32::NAN; packed_a_full_len(m, k).unwrap()];
+    pack_a(a.view(), &mut packed_a).unwrap();
+    let pa = PackedA::new(&packed_a, m, k).unwrap();
+    for_each_isa(|isa| {
+        // The whole A, and rows from a panel edge to a ragged end.
+        for rows in [0..m, MR..m - 2] {
+            let mm = rows.len();
+            let mut c = TMat::new(&mut rng, mm, n, Lay::RowMajor, f32::NAN);
+            let sub = pa.sub_rows(rows.clone()).unwrap();
+            gemm_prepacked(1.0, sub, pb, 0.0, c.view_mut(), &epi).unwrap();
+            c.assert_guard();
+            let mut plain = TMat::new(&mut rng, mm, n, Lay::RowMajor, f32::NAN);
+            let av = a.view().sub(rows.clone(), 0..k).unwrap();
+            let mut s = vec![0.0; gemm_packed_scratch_len(mm, k)];
+            gemm_packed(1.0, av, pb, 0.0, plain.view_mut(), &epi, &mut s).unwrap();
+            for i in 0..mm {
+                for j in 0..n {
+                    assert_eq!(c.get(i, j).to_bits(), plain.get(i, j).to_bits(), "{isa:?}");
+                }
+            }
+            let sub_want = want[rows.start * n..rows.end * n].to_vec();
+            let what = std::format!("{isa:?} prepacked A rows {rows:?}");
+            assert_close(&|i, j| c.get(i, j), &sub_want, mm, n, &what);
+        }
+    });
+    assert!(pa.sub_rows(1..m).is_err());
+    assert!(pa.sub_rows(0..m + 1).is_err());
+    assert!(PackedA::new(&packed_a[1..], m, k).is_err());
+    assert!(pack_a(a.view(), &mut packed_a[1..]).is_err());
+}
+
 /// The AVX-512 kernel's tile pairs run the AVX2 kernel's FMA chains, so they give
 /// its bits: A and B packed or read in place, ragged column tails, alpha and beta.
 /// (Both are checked against the f64 reference by the tests above.)
