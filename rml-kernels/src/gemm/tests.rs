@@ -519,6 +519,28 @@ fn gemm_fused_epilogues_and_weight_types() {
     });
 }
 
+/// A random `m × k` A (padded rows) and `k × n` B laid out as `lay`, the f64
+/// reference of `epi(A·B)`, and B packed by [`pack_b`].
+fn packed_b_case(
+    rng: &mut Rng,
+    (m, k, n): (usize, usize, usize),
+    lay: Lay,
+    epi: &Epilogue<'_>,
+) -> (TMat, TMat, Vec<(f64, f64)>, Vec<f32>) {
+    let a = TMat::new(rng, m, k, Lay::Padded, 0.0);
+    let b = TMat::new(rng, k, n, lay, 0.0);
+    let want = reference_no_c(
+        1.0,
+        &|i, p| a.vals[i * k + p],
+        &|p, j| b.vals[p * n + j],
+        epi,
+        (m, k, n),
+    );
+    let mut packed = vec![f32::NAN; packed_b_len(k, n).unwrap()];
+    pack_b(b.view(), &mut packed).unwrap();
+    (a, b, want, packed)
+}
+
 #[test]
 fn prepacked_b_and_ranges_match_plain_gemm() {
     let mut rng = Rng(31);
@@ -527,24 +549,14 @@ fn prepacked_b_and_ranges_match_plain_gemm() {
     } else {
         (29, 270, 53)
     };
-    let a = TMat::new(&mut rng, m, k, Lay::Padded, 0.0);
-    let b = TMat::new(&mut rng, k, n, Lay::ColMajor, 0.0);
     let bias: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
     let epi = Epilogue {
         bias: Some(&bias),
         activation: Activation::Silu,
         ..Default::default()
     };
-    let want = reference_no_c(
-        1.0,
-        &|i, p| a.vals[i * k + p],
-        &|p, j| b.vals[p * n + j],
-        &epi,
-        (m, k, n),
-    );
     // Packed once under one ISA; the layout is the same for every ISA.
-    let mut packed = vec![f32::NAN; packed_b_len(k, n).unwrap()];
-    pack_b(b.view(), &mut packed).unwrap();
+    let (a, b, want, packed) = packed_b_case(&mut rng, (m, k, n), Lay::ColMajor, &epi);
     let pb = PackedB::new(&packed, k, n).unwrap();
     for_each_isa(|isa| {
         for small in [false, true] {
@@ -628,21 +640,11 @@ fn prepacked_a_matches_the_reference_and_gemm_packed_bit_for_bit() {
     } else {
         (151, 300, 45)
     };
-    let a = TMat::new(&mut rng, m, k, Lay::Padded, 0.0);
-    let b = TMat::new(&mut rng, k, n, Lay::RowMajor, 0.0);
     let epi = Epilogue {
         activation: Activation::Relu,
         ..Default::default()
     };
-    let want = reference_no_c(
-        1.0,
-        &|i, p| a.vals[i * k + p],
-        &|p, j| b.vals[p * n + j],
-        &epi,
-        (m, k, n),
-    );
-    let mut packed_b = vec![f32::NAN; packed_b_len(k, n).unwrap()];
-    pack_b(b.view(), &mut packed_b).unwrap();
+    let (a, _, want, packed_b) = packed_b_case(&mut rng, (m, k, n), Lay::RowMajor, &epi);
     let pb = PackedB::new(&packed_b, k, n).unwrap();
     let mut packed_a = vec![f32::NAN; packed_a_full_len(m, k).unwrap()];
     pack_a(a.view(), &mut packed_a).unwrap();
