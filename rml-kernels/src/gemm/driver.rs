@@ -155,8 +155,12 @@ pub(crate) fn run<T: Weight>(
     // (packing it would cost as much as it saves); a large A is packed so the
     // kernel streams it contiguously from L2.
     // A pre-packed A is read in its panels.
+    // A product one B panel wide uses each A value once: packing A would copy as
+    // much as the product reads, so a row-contiguous A is read in place.
     let direct_a = match &a {
-        ASrc::Plain(a) => m <= SMALL_M || (a.cs == 1 && k <= KC && m * k * 4 <= DIRECT_A_MAX_BYTES),
+        ASrc::Plain(a) => {
+            m <= SMALL_M || (a.cs == 1 && (n <= NR || (k <= KC && m * k * 4 <= DIRECT_A_MAX_BYTES)))
+        }
         ASrc::Packed(_) => false,
     };
     let plain_a = match &a {

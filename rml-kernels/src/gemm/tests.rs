@@ -335,6 +335,9 @@ fn gemm_crosses_every_block_boundary() {
             (20, 300, 53),
             (151, 70, 70),
             (7 * MR + 1, 33, 129),
+            // One B panel wide: A read in place across MC and KC blocks.
+            (150, 600, NR),
+            (151, 300, 11),
         ]
     };
     for_each_isa(|isa| {
