@@ -435,6 +435,8 @@ fn group_norm_and_upsample_equal_the_interpreter_exactly() {
         (vec![2, 6, 5, 7], 3, true),
         (vec![3, 4, 9], 4, false),
         (vec![1, 8, 16, 16], 1, true),
+        // Empty channels: an empty output, as the interpreter gives.
+        (vec![2, 4, 0], 2, true),
     ] {
         let c = dims[1];
         let x = exec_support::values(dims.iter().product(), 30 + c as u64);

@@ -30,8 +30,8 @@ pub struct GroupNorm<'a> {
 
 /// `[C, inner]` of a group norm of `x` dims `[N, C, …]` in `groups` groups with
 /// parameters of `param_lens` values and `epsilon`, or `None` when `groups` does
-/// not divide C, a parameter does not hold one value per channel, ε is negative,
-/// or a channel is empty.
+/// not divide C, a parameter does not hold one value per channel, or ε is
+/// negative. Empty channels (`inner` 0) fit: the output is empty too.
 pub fn shape(
     dims: &[usize],
     groups: usize,
@@ -43,7 +43,6 @@ pub fn shape(
     let fits = epsilon >= 0.0
         && groups > 0
         && c.is_multiple_of(groups)
-        && inner > 0
         && param_lens.iter().flatten().all(|&len| len == c);
     fits.then_some([c, inner])
 }
