@@ -2,8 +2,9 @@
 //!
 //! The fast kernels of rml: packed SIMD GEMM and GEMV, vectorized math, softmax,
 //! norms, reductions, quantized dot products and dequantization. Per-architecture code
-//! (AVX2+FMA on x86_64, NEON on aarch64, and a scalar path everywhere) lives in `arch/`
-//! modules behind safe functions that check lengths first; the ISA is chosen once.
+//! (AVX2+FMA and AVX-512 on x86_64, NEON on aarch64, and a scalar path everywhere)
+//! lives in per-ISA files (`simd/`, `gemm/`, `quant/`) behind safe functions that
+//! check lengths first; the ISA is chosen once (`isa`).
 //!
 //! Like `rml-core`, on which alone it depends, this crate is `no_std` and never
 //! allocates: every buffer and scratch area comes from the caller, and every kernel
