@@ -373,10 +373,8 @@ impl Ctx<'_> {
                 packed,
                 epilogue,
             } => {
-                let mut rows = self.conv_rows(*node, *x, *out)?;
-                rows.packed = packed.as_deref();
                 let g = Producer {
-                    rows: Rows::Conv(rows),
+                    rows: Rows::Conv(self.conv_rows(*node, (*x, *out), packed.as_deref())?),
                     x: *x,
                     params: [*bias, None],
                     out: *out,
@@ -434,9 +432,15 @@ impl Ctx<'_> {
     }
 
     /// The `conv2d` or `conv_transpose2d` node `node` (a [`StepKind::Conv`])
-    /// reading `x` and writing `out` at this plan's shapes; an error naming the node
-    /// when its shapes do not fit the convolution (shape inference rules that out).
-    fn conv_rows(&self, node: usize, x: ValueId, out: ValueId) -> Result<ConvRows<'_>, GraphError> {
+    /// reading `x` and writing `out` at this plan's shapes, with the step's
+    /// pre-packed weight rows if any; an error naming the node when its shapes do
+    /// not fit the convolution (shape inference rules that out).
+    fn conv_rows<'s>(
+        &'s self,
+        node: usize,
+        (x, out): (ValueId, ValueId),
+        packed: Option<&'s [f32]>,
+    ) -> Result<ConvRows<'s>, GraphError> {
         let n = &self.graph.nodes[node];
         let w = n.inputs.get(1).copied().flatten();
         let weight = w.and_then(|w| match self.consts.get(w) {
@@ -462,7 +466,7 @@ impl Ctx<'_> {
                 Ok(ConvRows {
                     p,
                     w,
-                    packed: None,
+                    packed,
                     x_dims,
                     out: out_dims,
                     pool: self.pool,

@@ -163,10 +163,6 @@ pub(crate) fn run<T: Weight>(
         }
         ASrc::Packed(_) => false,
     };
-    let plain_a = match &a {
-        ASrc::Plain(a) => Some(a),
-        ASrc::Packed(_) => None,
-    };
     // Small M, or a B of at most half of L1, reads a row-contiguous f32 B in place:
     // each B element is used by at most two row tiles, or B stays in L1 anyway, so
     // packing it would cost more than it saves. Not so for small M of two row
@@ -184,7 +180,7 @@ pub(crate) fn run<T: Weight>(
         _ => None,
     };
     let nc_block = if m <= SMALL_M { SMALL_M_NC } else { NC };
-    let a_len = if direct_a || plain_a.is_none() {
+    let a_len = if direct_a || matches!(a, ASrc::Packed(_)) {
         0
     } else {
         super::packed_a_len(m, k)
@@ -218,7 +214,7 @@ pub(crate) fn run<T: Weight>(
             let last = pc + kc == k;
             for ic in (0..m).step_by(MC) {
                 let mc = MC.min(m - ic);
-                if let (Some(a), false) = (plain_a, direct_a) {
+                if let (ASrc::Plain(a), false) = (&a, direct_a) {
                     pack_a(a, ic, mc, pc, kc, sa);
                 }
                 let mut jr = 0;

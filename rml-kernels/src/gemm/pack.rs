@@ -18,7 +18,7 @@ use super::mat::MatRef;
 /// Asks for the cache line holding `p` (a hint: never faults, any address).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn prefetch(p: *const f32) {
+pub(super) fn prefetch(p: *const f32) {
     // SAFETY: a prefetch is a hint (SSE, always present on x86_64); it never faults,
     // whatever the address.
     unsafe {

@@ -13,6 +13,7 @@
 
 use core::arch::x86_64::*;
 
+use super::pack::prefetch;
 use super::tile::TileSpec;
 use super::{MR, NR};
 use crate::isa::Isa;
@@ -122,6 +123,29 @@ impl Avx2 {
 /// Runs the micro-kernel step macro `$step` `$kc` times, four per loop iteration:
 /// the K loop of the AVX2 and AVX-512 tiles (a macro, so each step's intrinsics stay
 /// inline in the `#[target_feature]` kernel).
+/// The A row and column strides and the B row stride a tile of `M` rows walks: the
+/// packed panels' when `PACKED`, else the spec's.
+#[inline(always)]
+pub(super) fn strides<const M: usize, const PACKED: bool>(
+    spec: &TileSpec,
+) -> (usize, usize, usize) {
+    if PACKED {
+        (1, M, NR)
+    } else {
+        (spec.rs_a, spec.cs_a, spec.rs_b)
+    }
+}
+
+/// Asks for the first and the `last`-th value of each of the tile's `M` rows of C
+/// (a hint; the addresses are computed with wrapping math).
+#[inline(always)]
+pub(super) fn prefetch_c_rows<const M: usize>(spec: &TileSpec, c: *const f32, last: usize) {
+    for i in 0..M {
+        prefetch(c.wrapping_add(i * spec.rs_c));
+        prefetch(c.wrapping_add(i * spec.rs_c + last));
+    }
+}
+
 macro_rules! k_steps {
     ($kc:expr, $step:ident) => {{
         let mut p = $kc;
@@ -164,18 +188,10 @@ unsafe fn tile_mr<const M: usize, const PACKED: bool>(
     c: *mut f32,
 ) {
     let mut acc = [[_mm256_setzero_ps(); 2]; M];
-    let (rs_a, cs_a, rs_b) = if PACKED {
-        (1, M, NR)
-    } else {
-        (spec.rs_a, spec.cs_a, spec.rs_b)
-    };
+    let (rs_a, cs_a, rs_b) = strides::<M, PACKED>(spec);
     let mut pa = a;
     let mut pb = b;
-    for i in 0..M {
-        // SAFETY: prefetch is a hint; the address is computed with wrapping math.
-        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * spec.rs_c) as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * spec.rs_c + 15) as *const i8);
-    }
+    prefetch_c_rows::<M>(spec, c, NR - 1);
     if spec.nr == NR {
         macro_rules! step {
             () => {{

@@ -18,7 +18,7 @@
 use core::arch::x86_64::*;
 
 use super::tile::TileSpec;
-use super::x86_avx2::{Avx2, k_steps};
+use super::x86_avx2::{Avx2, k_steps, prefetch_c_rows, strides};
 use super::{MR, NR};
 use crate::isa::Isa;
 
@@ -94,18 +94,10 @@ unsafe fn pair_mr<const M: usize, const PACKED: bool>(
     c: *mut f32,
 ) {
     let mut acc = [[_mm512_setzero_ps(); 2]; M];
-    let (rs_a, cs_a, rs_b) = if PACKED {
-        (1, M, NR)
-    } else {
-        (spec.rs_a, spec.cs_a, spec.rs_b)
-    };
+    let (rs_a, cs_a, rs_b) = strides::<M, PACKED>(spec);
     let mut pa = a;
     let mut pb = b;
-    for i in 0..M {
-        // A prefetch is a hint; the addresses are computed with wrapping math.
-        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * spec.rs_c) as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * spec.rs_c + 31) as *const i8);
-    }
+    prefetch_c_rows::<M>(spec, c, 2 * NR - 1);
     macro_rules! step {
         () => {{
             // SAFETY: rows `< kc` of both B panels hold 16 in-bounds values; A rows
