@@ -93,20 +93,26 @@ pub fn ulp_error(got: f32, want: f64) -> f64 {
     (got as f64 - want).abs() / ulp
 }
 
-/// Runs `f` once per ISA this machine supports, with that ISA forced, holding a
-/// process-wide lock so tests that force ISAs do not interleave; restores the
-/// detected ISA afterwards (also when `f` panics).
+/// The process-wide lock every test that forces an ISA holds (`isa::force` is
+/// global: two such tests interleaving would run each other's kernels).
 #[cfg(feature = "std")]
-pub fn for_each_isa(mut f: impl FnMut(crate::isa::Isa)) {
+pub fn isa_lock() -> std::sync::MutexGuard<'static, ()> {
     use std::sync::Mutex;
     static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f` once per ISA this machine supports, with that ISA forced, holding
+/// [`isa_lock`]; restores the detected ISA afterwards (also when `f` panics).
+#[cfg(feature = "std")]
+pub fn for_each_isa(mut f: impl FnMut(crate::isa::Isa)) {
     struct Restore;
     impl Drop for Restore {
         fn drop(&mut self) {
             let _ = crate::isa::force(crate::isa::detect());
         }
     }
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = isa_lock();
     let _restore = Restore;
     for isa in crate::isa::ALL_ISAS {
         if isa.is_supported() {

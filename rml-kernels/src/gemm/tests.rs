@@ -5,12 +5,12 @@
 //! `|err| ≤ γ_k · Σ|aᵢ·bᵢ|` with `γ_k ≈ k·ε`; [`DOT_TOL_FACTOR`] leaves headroom for the
 //! alpha/beta update and blocked (K-split) accumulation.
 
-use std::sync::Mutex;
 use std::vec;
 use std::vec::Vec;
 
 use super::*;
-use crate::isa::{ALL_ISAS, force};
+use crate::isa::force;
+use crate::testing::for_each_isa;
 
 /// Multiplier on `(k + 2)·ε·Σ|terms|` allowed between kernel and reference.
 const DOT_TOL_FACTOR: f64 = 2.0;
@@ -24,22 +24,6 @@ const ACT_SLOPE: f64 = 1.2;
 /// Values written after every output buffer; they must survive each call.
 const GUARD: f32 = 12345.0;
 const GUARD_LEN: usize = 37;
-
-/// `force` is global: tests that switch ISA hold this lock.
-static ISA_LOCK: Mutex<()> = Mutex::new(());
-
-/// Runs `f` once per ISA this machine supports, with that ISA forced.
-fn for_each_isa(mut f: impl FnMut(Isa)) {
-    let _guard = ISA_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let before = crate::isa::active();
-    for isa in ALL_ISAS {
-        if isa.is_supported() {
-            force(isa).unwrap();
-            f(isa);
-        }
-    }
-    force(before).unwrap();
-}
 
 /// xorshift64*: deterministic test data without dependencies.
 struct Rng(u64);
@@ -685,7 +669,7 @@ fn prepacked_a_matches_the_reference_and_gemm_packed_bit_for_bit() {
 /// (Both are checked against the f64 reference by the tests above.)
 #[test]
 fn avx512_tile_pairs_give_the_avx2_bits() {
-    let _guard = ISA_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = crate::testing::isa_lock();
     if !Isa::Avx512.is_supported() {
         return;
     }
