@@ -15,10 +15,12 @@
 # Single-threaded sweeps first print the measured FMA peak ("peak fma ymm12": 12
 # independent ymm FMA chains, no memory traffic; "peak fma zmm12" too where the CPU has
 # AVX-512F) under the same clock, so "% of peak" uses this sweep's own figure rather
-# than a nominal clock. RML_ISA=avx2 (or scalar, avx512) forces rml's kernel family.
+# than a nominal clock, and the single-thread read bandwidth ("peak read": a 64 MiB
+# sum, the size of the GEMV weights) that the GEMV figures are held against. RML_ISA=avx2 (or scalar, avx512) forces rml's kernel family.
 #   ONLY=512x512          # only the Rust side, only shapes containing this text
-#   THREADS=2             # two threads: rml split in halves on a 2-thread rayon pool
-#                         # (columns for M ≤ N, else rows; one thread under 2^19
+#   THREADS=2             # two threads: rml split in halves on rml-host's spinning
+#                         # `team::Team` (what the graph executor and the LLM use;
+#                         # columns for M ≤ N, else rows; one thread under 2^17
 #                         # multiply-adds), the gemm crate on
 #                         # Rayon(2), matrixmultiply with MATMUL_NUM_THREADS=2,
 #                         # OpenBLAS with OPENBLAS_NUM_THREADS=2. Read the wall clock
@@ -45,10 +47,10 @@ publish = false
 
 [dependencies]
 rml-kernels = { path = "$root/rml-kernels" }
+rml-host = { path = "$root/rml-host" }
 half = "2"
 gemm = { version = "0.18", default-features = false, features = ["std", "rayon"] }
 matrixmultiply = { version = "0.3", features = ["threading"] }
-rayon = "1"
 libc = "0.2"
 
 [profile.release]
@@ -60,6 +62,9 @@ TOML
 cat > "$scratch/src/main.rs" <<'RS'
 use std::time::Instant;
 
+use std::sync::Mutex;
+
+use rml_host::team::Team;
 use rml_kernels::gemm as rml;
 
 /// `len` pseudo-random values in [-0.5, 0.5), in memory given huge pages (`huge`)
@@ -108,21 +113,21 @@ fn cpu_now() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-/// rml's f32 GEMM of row-major operands on `threads()` threads: two halves of C's
-/// columns when M ≤ N (the second half goes to `c2`), else of its rows, on the pool;
-/// products under 2^19 multiply-adds stay on one thread (a wake-up costs more than
-/// they take). Each thread packs (or reads in place) its half of one operand and all
-/// of the other, so the split repeats the smaller one: a column split repeats A
-/// (read in place, not even copied, up to 256 KiB when K ≤ KC), a row split B.
+/// rml's f32 GEMM of row-major operands on the team's threads: two halves of C's
+/// columns when M ≤ N (the second half goes to `c2`), else of its rows; products under
+/// 2^17 multiply-adds stay on one thread (a hand-over costs more than they take). Each
+/// thread packs (or reads in place) its half of one operand and all of the other, so
+/// the split repeats the smaller one: a column split repeats A (read in place, not
+/// even copied, up to 256 KiB when K ≤ KC), a row split B.
 #[allow(clippy::too_many_arguments)]
-fn rml_gemm(pool: &rayon::ThreadPool, m: usize, k: usize, n: usize, a: &[f32], b: &[f32],
+fn rml_gemm(team: &Team, m: usize, k: usize, n: usize, a: &[f32], b: &[f32],
             c: &mut [f32], c2: &mut [f32], s: &mut [Vec<f32>; 2]) {
     let one = |a: &[f32], m: usize, bv: rml::MatRef<'_, f32>, c: rml::MatMut<'_>, s: &mut [f32]| {
         let av = rml::MatRef::row_major(a, m, k).unwrap();
         rml::gemm(1.0, av, bv, 0.0, c, s).unwrap();
     };
     let bfull = rml::MatRef::row_major(b, k, n).unwrap();
-    if threads() == 1 || m * k * n < 1 << 19 {
+    if team.threads() == 1 || m * k * n < 1 << 17 {
         return one(a, m, bfull, rml::MatMut::row_major(c, m, n).unwrap(), &mut s[0]);
     }
     let [s0, s1] = s;
@@ -130,16 +135,24 @@ fn rml_gemm(pool: &rayon::ThreadPool, m: usize, k: usize, n: usize, a: &[f32], b
         let m0 = m / 2;
         let (c0, c1) = c.split_at_mut(m0 * n);
         let (a0, a1) = a.split_at(m0 * k);
-        pool.install(|| rayon::join(
-            || one(a0, m0, bfull, rml::MatMut::row_major(c0, m0, n).unwrap(), s0),
-            || one(a1, m - m0, bfull, rml::MatMut::row_major(c1, m - m0, n).unwrap(), s1)));
+        let halves = [Mutex::new((a0, m0, c0, s0)), Mutex::new((a1, m - m0, c1, s1))];
+        team.run(2, &|i| {
+            let (a, rows, c, s) = &mut *halves[i].lock().unwrap();
+            one(a, *rows, bfull, rml::MatMut::row_major(c, *rows, n).unwrap(), s);
+        });
     } else {
         let n0 = (n / 2).next_multiple_of(16);
-        pool.install(|| rayon::join(
-            || one(a, m, bfull.sub(0..k, 0..n0).unwrap(),
-                   rml::MatMut::new(c, m, n0, n, 1).unwrap(), s0),
-            || one(a, m, bfull.sub(0..k, n0..n).unwrap(),
-                   rml::MatMut::row_major(&mut c2[..m * (n - n0)], m, n - n0).unwrap(), s1)));
+        let halves = [Mutex::new((c, s0)), Mutex::new((c2, s1))];
+        team.run(2, &|i| {
+            let (c, s) = &mut *halves[i].lock().unwrap();
+            if i == 0 {
+                one(a, m, bfull.sub(0..k, 0..n0).unwrap(),
+                    rml::MatMut::new(c, m, n0, n, 1).unwrap(), s);
+            } else {
+                one(a, m, bfull.sub(0..k, n0..n).unwrap(),
+                    rml::MatMut::row_major(&mut c[..m * (n - n0)], m, n - n0).unwrap(), s);
+            }
+        });
     }
 }
 
@@ -212,6 +225,32 @@ fn fma_peak_zmm() -> f64 {
     (ITERS * 12 * 32) as f64 / 1e9 / secs
 }
 
+/// Single-thread read bandwidth in GB/s: sums a 64 MiB array (as large as the GEMV
+/// weights, twice the L3) with eight independent ymm accumulators, so only the
+/// loads' memory traffic limits it.
+#[cfg(target_arch = "x86_64")]
+fn read_bandwidth() -> f64 {
+    use std::arch::x86_64::*;
+    #[target_feature(enable = "avx2")]
+    fn sum(v: &[f32]) -> f32 {
+        let mut acc = [_mm256_setzero_ps(); 8];
+        for block in v.chunks_exact(64) {
+            for (i, x) in acc.iter_mut().enumerate() {
+                // SAFETY: `block` holds 64 floats, `i * 8 + 8 ≤ 64`.
+                *x = _mm256_add_ps(*x, unsafe { _mm256_loadu_ps(block.as_ptr().add(i * 8)) });
+            }
+        }
+        let mut out = [0.0f32; 8];
+        // SAFETY: `out` holds 8 floats.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc.iter().fold(_mm256_setzero_ps(), |s, &x| _mm256_add_ps(s, x))) };
+        out.iter().sum()
+    }
+    let v = data(16 << 20, 5);
+    // SAFETY: only called when the CPU reports AVX2.
+    let secs = time(|| { std::hint::black_box(unsafe { sum(&v) }); });
+    (v.len() * 4) as f64 / 1e9 / secs
+}
+
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (v[v.len() / 2], v[0], v[v.len() - 1])
@@ -237,6 +276,8 @@ fn main() {
             let (med, lo, hi) = stats((0..rounds).map(|_| fma_peak_zmm()).collect());
             println!("peak fma zmm12 {med:.1} {lo:.1} {hi:.1}");
         }
+        let (med, lo, hi) = stats((0..rounds).map(|_| read_bandwidth()).collect());
+        println!("peak read 64MiB {med:.1} {lo:.1} {hi:.1}");
     }
     for (m, k, n) in shapes {
         if !format!("{m}x{k}x{n}").contains(&only) {
@@ -251,14 +292,14 @@ fn main() {
             vec![0.0f32; rml::gemm_scratch_len(m, n, k)],
         ];
         let t = threads();
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
+        let team = Team::new(t, rml_host::team::SPIN).unwrap();
         let par = if t > 1 { gemm::Parallelism::Rayon(t) } else { gemm::Parallelism::None };
         let flop = 2.0 * (m * k * n) as f64;
         let names = ["rml", "gemm", "matrixmultiply"];
         let mut res: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
         for _ in 0..rounds {
             res[0].push(flop / 1e9 / time(|| {
-                rml_gemm(&pool, m, k, n, &a, &b, &mut c, &mut c2, &mut scratch)
+                rml_gemm(&team, m, k, n, &a, &b, &mut c, &mut c2, &mut scratch)
             }));
             res[1].push(flop / 1e9 / time(|| unsafe {
                 // SAFETY: dense row-major buffers of the stated shapes.
