@@ -336,10 +336,12 @@ fn hsum(v: __m256) -> f32 {
 
 /// How far ahead of its loads a GEMV weight row asks for its cache lines. The
 /// hardware prefetchers follow each row, but every group of rows starts new streams
-/// for them to find. 1 KiB ahead (one software prefetch per line, both layouts) took
-/// the GEMVs over 64 MiB of f32 and 32 MiB of f16 weights from ~27–34 GB/s to ~33–38
-/// on the Zen 5 of session 15, level with or above a plain streaming read; 512 bytes
-/// ahead did not help, and 4 KiB, or the next group's rows, slowed the f32 one.
+/// for them to find. 1 KiB ahead, one software prefetch per line, each [N, K] row
+/// running on into the next group's (Zen 5, session 15, 4096 × 4096 weights, medians
+/// in GB/s, a plain streaming read 32–35 in the same runs): f32 [N, K] 33 → 38,
+/// f16 [N, K] 28 → 42–46, f32 [K, N] 31–34 → 41. 512 bytes ahead did not help; 4 KiB,
+/// or prefetching the whole next group, slowed the f32 one; stopping at each row's
+/// end cost f16 a quarter.
 const GEMV_PREFETCH_BYTES: usize = 1024;
 
 /// Weight values per 64-byte cache line.
@@ -348,14 +350,26 @@ const fn weights_per_line<W>() -> usize {
     64 / core::mem::size_of::<W>()
 }
 
-/// Asks for the line [`GEMV_PREFETCH_BYTES`] ahead of column `p` in each weight
-/// row (a hint: past a row's end it names the next row, or memory past the weights,
-/// which a prefetch never faults on).
+/// Asks for the line [`GEMV_PREFETCH_BYTES`] ahead of column `p` in each of `R`
+/// weight rows of `len` values. Near a row's end the stream continues `next` values
+/// further on (the row the same stream reads next: the next group's, for [N, K]
+/// weights), or stops when `next` is `None` (a [K, N] chunk, whose row goes on into
+/// columns another thread may be reading).
 #[inline(always)]
-fn prefetch_rows_ahead<W, const R: usize>(rows: &[*const W; R], p: usize) {
+fn prefetch_rows_ahead<W, const R: usize>(
+    rows: &[*const W; R],
+    p: usize,
+    len: usize,
+    next: Option<usize>,
+) {
     let ahead = p + GEMV_PREFETCH_BYTES / core::mem::size_of::<W>();
+    let offset = match next {
+        _ if ahead < len => ahead,
+        Some(next) => next + ahead - len,
+        None => return,
+    };
     for row in rows {
-        prefetch(row.wrapping_add(ahead) as *const f32);
+        prefetch(row.wrapping_add(offset) as *const f32);
     }
 }
 
@@ -384,7 +398,7 @@ unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
         let mut p = 0;
         while p < k8 {
             if p % weights_per_line::<W>() == 0 {
-                prefetch_rows_ahead(&wr, p);
+                prefetch_rows_ahead(&wr, p, d.k, Some(R * d.rs_w));
             }
             let mut wv = [_mm256_setzero_ps(); R];
             for r in 0..R {
@@ -459,7 +473,7 @@ unsafe fn kn_chunk_m<W: Load8, const M: usize>(
             unsafe {
                 if rows == G {
                     if j % weights_per_line::<W>() == 0 {
-                        prefetch_rows_ahead(&br, j);
+                        prefetch_rows_ahead(&br, j, d.cw, None);
                     }
                     let mut wv = [_mm256_setzero_ps(); G];
                     for r in 0..G {
