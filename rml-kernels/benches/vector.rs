@@ -2,7 +2,8 @@
 //!
 //! Each kernel runs on an L1-resident problem (2048 f32 in, 2048 out: 16 KiB) with
 //! the forced scalar path and the best path, and on a DRAM-sized problem (16 Mi f32
-//! = 64 MiB in, beyond the 32 MiB L3) with the best path. Throughput counts the
+//! = 64 MiB in, beyond the 32 MiB L3, on huge pages: `common::huge_vec`) with the
+//! best path. Throughput counts the
 //! bytes each kernel must read plus the bytes it writes.
 //!
 //! `cargo bench -p rml-kernels --bench vector -- --output-format bencher` prints
@@ -39,7 +40,7 @@ fn cases() -> Vec<(&'static str, Isa, usize)> {
 }
 
 fn data(n: usize, lo: f32, hi: f32) -> Vec<f32> {
-    let mut v = vec![0.0f32; n];
+    let mut v = common::huge_vec(n);
     Rng::new(n as u64).fill(&mut v, lo, hi);
     v
 }
@@ -74,7 +75,7 @@ fn bench_unary(c: &mut Criterion) {
     let x = data(BIG, -8.0, 8.0);
     // log's domain: on [-8, 8) half its inputs would be NaN results.
     let positive = data(BIG, 1e-3, 8.0);
-    let mut y = vec![0.0f32; BIG];
+    let mut y = common::huge_vec(BIG);
     for op in [
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -103,7 +104,7 @@ fn bench_binary(c: &mut Criterion) {
     let a = data(BIG, -4.0, 4.0);
     let b = data(BIG, 0.5, 4.0);
     let row = data(COLS, 0.5, 2.0);
-    let mut y = vec![0.0f32; BIG];
+    let mut y = common::huge_vec(BIG);
     // The peer for memory-bound kernels, in the same sweep: a plain memcpy (what
     // this machine streams right now, read + write); `sum` below is the read-only one.
     run(
@@ -136,7 +137,7 @@ fn bench_rows(c: &mut Criterion) {
     let x = data(BIG, -4.0, 4.0);
     let g = data(COLS, 0.5, 1.5);
     let b = data(COLS, -1.0, 1.0);
-    let mut y = vec![0.0f32; BIG];
+    let mut y = common::huge_vec(BIG);
     run(
         c,
         "softmax",
@@ -171,11 +172,14 @@ fn bench_rows(c: &mut Criterion) {
 
 fn bench_convert(c: &mut Criterion) {
     let x = data(BIG, -100.0, 100.0);
-    let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
-    let bh: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
-    let mut y = vec![0.0f32; BIG];
-    let mut hy = vec![f16::ZERO; BIG];
-    let mut by = vec![bf16::ZERO; BIG];
+    let mut h = common::huge_vec::<f16>(BIG);
+    let mut bh = common::huge_vec::<bf16>(BIG);
+    for ((h, bh), &v) in h.iter_mut().zip(&mut bh).zip(&x) {
+        (*h, *bh) = (f16::from_f32(v), bf16::from_f32(v));
+    }
+    let mut y = common::huge_vec(BIG);
+    let mut hy = common::huge_vec::<f16>(BIG);
+    let mut by = common::huge_vec::<bf16>(BIG);
     run(
         c,
         "f16_to_f32",

@@ -267,6 +267,11 @@ fn horner<V: Simd>(x: V, c: &[f32]) -> V {
 /// `e^x`.
 #[inline(always)]
 pub(crate) fn exp_v<V: Simd>(x: V) -> V {
+    // Common case: every result a normal f32, so one scaling by 2^n and no clamp
+    // (the same bits: both scalings of the full path are exact there).
+    if common_case(x, EXP_NORMAL_LO, -EXP_NORMAL_LO) {
+        return exp_normal_v(x);
+    }
     exp_scaled_v(x, 0.0)
 }
 
@@ -390,7 +395,11 @@ pub(crate) fn tanh_v<V: Simd>(x: V) -> V {
 const TWO_24: f32 = 16_777_216.0;
 const TWO_M24: f32 = 1.0 / TWO_24;
 
-/// Returns `(x, 2^24 e^-|x|, 1 / (1 + e^-|x|))`.
+/// Where every lane has `|x|` below this, sigmoid's and SiLU's `e^{-|x|}` (≥ 1.8e-35)
+/// and the products formed from it are normal f32s: their common-case path.
+const SIGMOID_COMMON: f32 = 80.0;
+
+/// Returns `(2^24 e^-|x|, 1 / (1 + e^-|x|))`.
 #[inline(always)]
 fn sigmoid_parts<V: Simd>(x: V) -> (V, V) {
     let e24 = exp_scaled_v(x.abs().mul(V::splat(-1.0)), 24.0);
@@ -399,22 +408,51 @@ fn sigmoid_parts<V: Simd>(x: V) -> (V, V) {
     (e24, r)
 }
 
+/// Returns `(e^-|x|, 1 / (1 + e^-|x|))` for lanes with `|x| < SIGMOID_COMMON`:
+/// one scaling by `2^n` where [`sigmoid_parts`] clamps and scales twice, and `e` is
+/// its `e24 · 2^-24` exactly (every scaling is exact on normal values). So a product
+/// `e·r` rounds like its `(e24·r)·2^-24`, and `(x·e)·r` like `((x·e24)·r)·2^-24`
+/// (where `x·e` is subnormal, `e = 1` and `r = 1/2`, and both paths round `x/2`
+/// once).
+#[inline(always)]
+fn sigmoid_parts_common<V: Simd>(x: V) -> (V, V) {
+    let e = exp_normal_v(x.abs().mul(V::splat(-1.0)));
+    let r = V::splat(1.0).div(V::splat(1.0).add(e));
+    (e, r)
+}
+
 /// `1 / (1 + e^-x)`.
 #[inline(always)]
 pub(crate) fn sigmoid_v<V: Simd>(x: V) -> V {
+    let negative = x.lt(V::splat(0.0));
+    if common_case(x, -SIGMOID_COMMON, SIGMOID_COMMON) {
+        let (e, r) = sigmoid_parts_common(x);
+        return V::select(negative, e.mul(r), r);
+    }
     // For x < 0: e^x / (1 + e^x), with e^x carried scaled by 2^24 so that a
     // subnormal result is rounded once.
     let (e24, r) = sigmoid_parts(x);
     let neg = e24.mul(r).mul(V::splat(TWO_M24));
-    V::select(x.lt(V::splat(0.0)), neg, r)
+    V::select(negative, neg, r)
 }
 
 /// `x sigmoid(x)`.
 #[inline(always)]
 pub(crate) fn silu_v<V: Simd>(x: V) -> V {
-    let (e24, r) = sigmoid_parts(x);
+    times_sigmoid(x, x)
+}
+
+/// `x sigmoid(v)`, for SiLU (`v = x`) and GELU-tanh; `x` and `v` have the same sign.
+#[inline(always)]
+fn times_sigmoid<V: Simd>(x: V, v: V) -> V {
+    let negative = v.lt(V::splat(0.0));
+    if common_case(v, -SIGMOID_COMMON, SIGMOID_COMMON) {
+        let (e, r) = sigmoid_parts_common(v);
+        return V::select(negative, x.mul(e).mul(r), x.mul(r));
+    }
+    let (e24, r) = sigmoid_parts(v);
     let neg = x.mul(e24).mul(r).mul(V::splat(TWO_M24));
-    V::select(x.lt(V::splat(0.0)), neg, x.mul(r))
+    V::select(negative, neg, x.mul(r))
 }
 
 /// `ln(1 + e^x)`.
@@ -651,9 +689,7 @@ pub(crate) fn gelu_tanh_v<V: Simd>(x: V) -> V {
     const K0: f32 = 1.595_769_2;
     const K1: f32 = 0.071_354_814;
     let v = x.mul(x).mul_add(V::splat(K1), V::splat(K0)).mul(x);
-    let (e24, r) = sigmoid_parts(v);
-    let neg = x.mul(e24).mul(r).mul(V::splat(TWO_M24));
-    V::select(v.lt(V::splat(0.0)), neg, x.mul(r))
+    times_sigmoid(x, v)
 }
 
 macro_rules! math_fn {
