@@ -395,8 +395,9 @@ pub(crate) fn tanh_v<V: Simd>(x: V) -> V {
 const TWO_24: f32 = 16_777_216.0;
 const TWO_M24: f32 = 1.0 / TWO_24;
 
-/// Where every lane has `|x|` below this, sigmoid's and SiLU's `e^{-|x|}` (≥ 1.8e-35)
-/// and the products formed from it are normal f32s: their common-case path.
+/// Where every lane has `|x|` below this, the `e^{-|x|}` (≥ 1.8e-35) of sigmoid, SiLU
+/// and GELU-tanh and the products formed from it are normal f32s: their common-case
+/// path.
 const SIGMOID_COMMON: f32 = 80.0;
 
 /// Returns `(2^24 e^-|x|, 1 / (1 + e^-|x|))`.
