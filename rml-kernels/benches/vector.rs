@@ -3,8 +3,8 @@
 //! Each kernel runs on an L1-resident problem (2048 f32 in, 2048 out: 16 KiB) with
 //! the forced scalar path and the best path, and on a DRAM-sized problem (16 Mi f32
 //! = 64 MiB in, beyond the 32 MiB L3, on huge pages: `common::huge_vec`) with the
-//! best path. Throughput counts the
-//! bytes each kernel must read plus the bytes it writes.
+//! best path. Throughput counts the bytes each kernel must read plus the bytes it
+//! writes.
 //!
 //! `cargo bench -p rml-kernels --bench vector -- --output-format bencher` prints
 //! one line per benchmark; `RML_BENCH_QUICK=1` shortens the measurement;

@@ -16,7 +16,8 @@
 # independent ymm FMA chains, no memory traffic; "peak fma zmm12" too where the CPU has
 # AVX-512F) under the same clock, so "% of peak" uses this sweep's own figure rather
 # than a nominal clock, and the single-thread read bandwidth ("peak read": a 64 MiB
-# sum, the size of the GEMV weights) that the GEMV figures are held against. RML_ISA=avx2 (or scalar, avx512) forces rml's kernel family.
+# sum, the size of the GEMV weights) that the GEMV figures are held against.
+# RML_ISA=avx2 (or scalar, avx512) forces rml's kernel family.
 #   ONLY=512x512          # only the Rust side, only shapes containing this text
 #   THREADS=2             # two threads: rml split in halves on rml-host's spinning
 #                         # `team::Team` (what the graph executor and the LLM use;
@@ -60,9 +61,8 @@ lto = "thin"
 TOML
 
 cat > "$scratch/src/main.rs" <<'RS'
-use std::time::Instant;
-
 use std::sync::Mutex;
+use std::time::Instant;
 
 use rml_host::team::Team;
 use rml_kernels::gemm as rml;
