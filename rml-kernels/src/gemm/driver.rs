@@ -180,10 +180,12 @@ pub(crate) fn run<T: Weight>(
         _ => None,
     };
     let nc_block = if m <= SMALL_M { SMALL_M_NC } else { NC };
-    let a_len = if direct_a || matches!(a, ASrc::Packed(_)) {
-        0
-    } else {
+    // A plain A not read in place is packed block by block into scratch.
+    let packs_a = matches!(a, ASrc::Plain(_)) && !direct_a;
+    let a_len = if packs_a {
         super::packed_a_len(m, k)
+    } else {
+        0
     };
     // Start the packed blocks on a 64-byte boundary: with the caller's 4-byte (or
     // 16-byte) aligned scratch, half of the kernel's 32-byte B loads would straddle
@@ -214,7 +216,7 @@ pub(crate) fn run<T: Weight>(
             let last = pc + kc == k;
             for ic in (0..m).step_by(MC) {
                 let mc = MC.min(m - ic);
-                if let (ASrc::Plain(a), false) = (&a, direct_a) {
+                if let (ASrc::Plain(a), true) = (&a, packs_a) {
                     pack_a(a, ic, mc, pc, kc, sa);
                 }
                 let mut jr = 0;

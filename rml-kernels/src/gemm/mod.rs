@@ -148,13 +148,7 @@ pub struct PackedB<'a> {
 impl<'a> PackedB<'a> {
     /// Wraps data written by [`pack_b`] for a `k × n` B; checks its length.
     pub fn new(data: &'a [f32], k: usize, n: usize) -> Result<Self> {
-        let needed = packed_b_len(k, n)?;
-        if data.len() < needed {
-            return Err(Error::BufferTooSmall {
-                needed,
-                got: data.len(),
-            });
-        }
+        check_len(packed_b_len(k, n)?, data.len())?;
         Ok(PackedB { data, k, n })
     }
 
@@ -203,13 +197,7 @@ pub struct PackedA<'a> {
 impl<'a> PackedA<'a> {
     /// Wraps data produced by [`pack_a`] for an `m × k` A.
     pub fn new(data: &'a [f32], m: usize, k: usize) -> Result<Self> {
-        let needed = packed_a_full_len(m, k)?;
-        if data.len() < needed {
-            return Err(Error::BufferTooSmall {
-                needed,
-                got: data.len(),
-            });
-        }
+        check_len(packed_a_full_len(m, k)?, data.len())?;
         Ok(PackedA { data, m, k })
     }
 
@@ -240,8 +228,14 @@ impl<'a> PackedA<'a> {
 
 /// Length in f32 of a pre-packed `m × k` A.
 pub fn packed_a_full_len(m: usize, k: usize) -> Result<usize> {
-    m.div_ceil(MR)
-        .checked_mul(MR)
+    panels_len(m, MR, k)
+}
+
+/// Length in f32 of `ceil(count / width)` panels of `width × k` values.
+fn panels_len(count: usize, width: usize, k: usize) -> Result<usize> {
+    count
+        .div_ceil(width)
+        .checked_mul(width)
         .and_then(|v| v.checked_mul(k))
         .ok_or(Error::Overflow)
 }
@@ -250,34 +244,21 @@ pub fn packed_a_full_len(m: usize, k: usize) -> Result<usize> {
 /// [`packed_a_full_len`] values; wrap the result with [`PackedA::new`].
 pub fn pack_a(a: MatRef<'_, f32>, out: &mut [f32]) -> Result<()> {
     let needed = packed_a_full_len(a.rows, a.cols)?;
-    if out.len() < needed {
-        return Err(Error::BufferTooSmall {
-            needed,
-            got: out.len(),
-        });
-    }
+    check_len(needed, out.len())?;
     pack::pack_a(&a, 0, a.rows, 0, a.cols, &mut out[..needed]);
     Ok(())
 }
 
 /// Length in f32 of a pre-packed `k × n` B.
 pub fn packed_b_len(k: usize, n: usize) -> Result<usize> {
-    n.div_ceil(NR)
-        .checked_mul(NR)
-        .and_then(|v| v.checked_mul(k))
-        .ok_or(Error::Overflow)
+    panels_len(n, NR, k)
 }
 
 /// Packs a `k × n` B (f32, f16 or bf16, any strides) into `out`, which must hold
 /// [`packed_b_len`] values; wrap the result with [`PackedB::new`].
 pub fn pack_b<T: Weight>(b: MatRef<'_, T>, out: &mut [f32]) -> Result<()> {
     let needed = packed_b_len(b.rows, b.cols)?;
-    if out.len() < needed {
-        return Err(Error::BufferTooSmall {
-            needed,
-            got: out.len(),
-        });
-    }
+    check_len(needed, out.len())?;
     let isa = isa::active();
     let k = b.rows;
     if k == 0 {
@@ -328,7 +309,8 @@ fn check_shapes(a: (usize, usize), b: (usize, usize), c: (usize, usize)) -> Resu
     Ok(())
 }
 
-fn check_scratch(needed: usize, got: usize) -> Result<()> {
+/// `Err(BufferTooSmall)` unless a buffer of `got` values holds the `needed` ones.
+fn check_len(needed: usize, got: usize) -> Result<()> {
     if got < needed {
         return Err(Error::BufferTooSmall { needed, got });
     }
@@ -361,7 +343,7 @@ pub fn gemm_ex<T: Weight>(
 ) -> Result<()> {
     check_shapes((a.rows, a.cols), (b.rows, b.cols), (c.rows, c.cols))?;
     epi.check(c.rows, c.cols)?;
-    check_scratch(gemm_scratch_len(a.rows, b.cols, a.cols), scratch.len())?;
+    check_len(gemm_scratch_len(a.rows, b.cols, a.cols), scratch.len())?;
     let (m, k, n) = (a.rows, a.cols, b.cols);
     if (1..=SMALL_M).contains(&m) && k > 1 && n > 1 && a.cs == 1 {
         // Decode shapes: stream the weight once instead of packing it.
@@ -428,7 +410,7 @@ pub fn gemm_packed(
 ) -> Result<()> {
     check_shapes((a.rows, a.cols), (b.k, b.n), (c.rows, c.cols))?;
     epi.check(c.rows, c.cols)?;
-    check_scratch(gemm_packed_scratch_len(a.rows, a.cols), scratch.len())?;
+    check_len(gemm_packed_scratch_len(a.rows, a.cols), scratch.len())?;
     driver::run::<f32>(
         isa::active(),
         alpha,
