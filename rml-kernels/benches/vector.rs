@@ -2,8 +2,9 @@
 //!
 //! Each kernel runs on an L1-resident problem (2048 f32 in, 2048 out: 16 KiB) with
 //! the forced scalar path and the best path, and on a DRAM-sized problem (16 Mi f32
-//! = 64 MiB in, beyond the 32 MiB L3, on huge pages: `common::huge_vec`) with the
-//! best path. Throughput counts the bytes each kernel must read plus the bytes it
+//! = 64 MiB in, beyond the 32 MiB L3, on huge pages) with the best path. Every
+//! buffer starts on a 64-byte boundary, as rml-host's arena places them
+//! (`common::buffer`). Throughput counts the bytes each kernel must read plus the bytes it
 //! writes.
 //!
 //! `cargo bench -p rml-kernels --bench vector -- --output-format bencher` prints
@@ -39,8 +40,8 @@ fn cases() -> Vec<(&'static str, Isa, usize)> {
     ]
 }
 
-fn data(n: usize, lo: f32, hi: f32) -> Vec<f32> {
-    let mut v = common::huge_vec(n);
+fn data(n: usize, lo: f32, hi: f32) -> common::Buffer<f32> {
+    let mut v = common::buffer(n);
     Rng::new(n as u64).fill(&mut v, lo, hi);
     v
 }
@@ -75,7 +76,7 @@ fn bench_unary(c: &mut Criterion) {
     let x = data(BIG, -8.0, 8.0);
     // log's domain: on [-8, 8) half its inputs would be NaN results.
     let positive = data(BIG, 1e-3, 8.0);
-    let mut y = common::huge_vec(BIG);
+    let mut y = common::buffer(BIG);
     for op in [
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -104,7 +105,7 @@ fn bench_binary(c: &mut Criterion) {
     let a = data(BIG, -4.0, 4.0);
     let b = data(BIG, 0.5, 4.0);
     let row = data(COLS, 0.5, 2.0);
-    let mut y = common::huge_vec(BIG);
+    let mut y = common::buffer(BIG);
     // The peer for memory-bound kernels, in the same sweep: a plain memcpy (what
     // this machine streams right now, read + write); `sum` below is the read-only one.
     run(
@@ -137,7 +138,7 @@ fn bench_rows(c: &mut Criterion) {
     let x = data(BIG, -4.0, 4.0);
     let g = data(COLS, 0.5, 1.5);
     let b = data(COLS, -1.0, 1.0);
-    let mut y = common::huge_vec(BIG);
+    let mut y = common::buffer(BIG);
     run(
         c,
         "softmax",
@@ -159,7 +160,7 @@ fn bench_rows(c: &mut Criterion) {
         |n| 8 * n as u64,
         |n| rms_norm_rows(&x[..n], COLS, 0..n / COLS, Some(&g), 1e-5, &mut y[..n]).expect("shapes"),
     );
-    let mut out = vec![0.0f32; BIG / COLS];
+    let mut out = common::buffer(BIG / COLS);
     for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Variance] {
         run(
             c,
@@ -172,14 +173,14 @@ fn bench_rows(c: &mut Criterion) {
 
 fn bench_convert(c: &mut Criterion) {
     let x = data(BIG, -100.0, 100.0);
-    let mut h = common::huge_vec::<f16>(BIG);
-    let mut bh = common::huge_vec::<bf16>(BIG);
-    for ((h, bh), &v) in h.iter_mut().zip(&mut bh).zip(&x) {
+    let mut h = common::buffer::<f16>(BIG);
+    let mut bh = common::buffer::<bf16>(BIG);
+    for ((h, bh), &v) in h.iter_mut().zip(bh.iter_mut()).zip(x.iter()) {
         (*h, *bh) = (f16::from_f32(v), bf16::from_f32(v));
     }
-    let mut y = common::huge_vec(BIG);
-    let mut hy = common::huge_vec::<f16>(BIG);
-    let mut by = common::huge_vec::<bf16>(BIG);
+    let mut y = common::buffer(BIG);
+    let mut hy = common::buffer::<f16>(BIG);
+    let mut by = common::buffer::<bf16>(BIG);
     run(
         c,
         "f16_to_f32",

@@ -6,7 +6,7 @@
 use rml_core::{Error, Result};
 
 use crate::elementwise::BinaryOp;
-use crate::simd::{Simd, dispatch, load_tail, store_tail};
+use crate::simd::{Simd, dispatch, head_len};
 
 /// `out[i] = second(first(a[i], b[i]), c[i])`. Every slice must have `out`'s
 /// length ([`Error::LengthMismatch`] otherwise).
@@ -79,13 +79,17 @@ fn with_second<V: Simd, F: VecOp>(second: BinaryOp, abc: [&[f32]; 3], out: &mut 
     }
 }
 
-/// The loop: whole vectors, then a padded tail (as `binary` pads it, with 1.0),
-/// so every element gets the bits the two separate ops give it.
+/// The loop: a padded head up to `out`'s first vector-aligned element (as
+/// `binary` runs it), whole vectors, then a padded tail (as `binary` pads it, with
+/// 1.0), so every element gets the bits the two separate ops give it.
 #[inline(always)]
 fn chain<V: Simd, F: VecOp, G: VecOp>([a, b, c]: [&[f32]; 3], out: &mut [f32]) {
+    let head = head_len::<V>(out);
+    let (oh, out) = out.split_at_mut(head);
+    chain_short::<V, F, G>([a, b, c], oh);
+    let [a, b, c] = [a, b, c].map(|s| &s[head..]);
     let l = V::LANES;
-    let n = out.len();
-    let main = n - n % l;
+    let main = out.len() - out.len() % l;
     let (om, ot) = out.split_at_mut(main);
     for (((ac, bc), cc), oc) in a
         .chunks_exact(l)
@@ -95,9 +99,16 @@ fn chain<V: Simd, F: VecOp, G: VecOp>([a, b, c]: [&[f32]; 3], out: &mut [f32]) {
     {
         G::ap(F::ap(V::load(ac), V::load(bc)), V::load(cc)).store(oc);
     }
-    if !ot.is_empty() {
-        let t: V = F::ap(load_tail(&a[main..n], 1.0), load_tail(&b[main..n], 1.0));
-        store_tail(G::ap(t, load_tail(&c[main..n], 1.0)), ot);
+    chain_short::<V, F, G>([a, b, c].map(|s| &s[main..]), ot);
+}
+
+/// [`chain`] over fewer than `V::LANES` elements, through padded vectors.
+#[inline(always)]
+fn chain_short<V: Simd, F: VecOp, G: VecOp>([a, b, c]: [&[f32]; 3], out: &mut [f32]) {
+    if !out.is_empty() {
+        let n = out.len();
+        let t: V = F::ap(V::load_tail(&a[..n], 1.0), V::load_tail(&b[..n], 1.0));
+        G::ap(t, V::load_tail(&c[..n], 1.0)).store_tail(out);
     }
 }
 
@@ -163,8 +174,10 @@ mod tests {
                             &mut want,
                         )
                         .unwrap();
-                        let mut got = vec![0.0; n];
-                        binary_chain([first, second], [&a, &b, &c], &mut got).unwrap();
+                        // The output at an offset: a padded head first.
+                        let mut got_buf = vec![0.0; n + 5];
+                        let got = &mut got_buf[5..];
+                        binary_chain([first, second], [&a, &b, &c], got).unwrap();
                         // NaN payloads and signs are not specified (Rust lets the
                         // compiler pick them): any NaN for a NaN.
                         let bits = |v: &[f32]| {
@@ -172,11 +185,7 @@ mod tests {
                                 .map(|x| if x.is_nan() { None } else { Some(x.to_bits()) })
                                 .collect::<Vec<_>>()
                         };
-                        assert_eq!(
-                            bits(&got),
-                            bits(&want),
-                            "{isa:?} {first:?} {second:?} n {n}"
-                        );
+                        assert_eq!(bits(got), bits(&want), "{isa:?} {first:?} {second:?} n {n}");
                     }
                 }
             }

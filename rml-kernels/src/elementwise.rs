@@ -12,7 +12,7 @@ use rml_core::{Error, Result};
 
 use crate::math::tanh_v;
 use crate::math::{erf_v, exp_v, gelu_tanh_v, gelu_v, log_v, sigmoid_v, silu_v, softplus_v};
-use crate::simd::{Simd, dispatch, load_tail, store_tail};
+use crate::simd::{Simd, dispatch, head_len};
 
 /// A unary f32 function applied elementwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,15 +171,28 @@ fn unary_v<V: Simd>(op: UnaryOp, x: V) -> V {
         UnaryOp::Softplus => softplus_v(x),
         UnaryOp::Neg => x.mul(V::splat(-1.0)),
         UnaryOp::Abs => x.abs(),
-        UnaryOp::Relu => V::select(x.lt(V::splat(0.0)), V::splat(0.0), x),
+        UnaryOp::Relu => x.max_bound(0.0),
         UnaryOp::Sqrt => x.sqrt(),
         UnaryOp::Square => x.mul(x),
         UnaryOp::Recip => V::splat(1.0).div(x),
     }
 }
 
+/// `y = f(x)` over fewer than `V::LANES` elements, through a padded vector: a
+/// head before the first aligned vector, or a tail.
+#[inline(always)]
+fn map_short<V: Simd>(x: &[f32], y: &mut [f32], f: &impl Fn(V) -> V) {
+    if !x.is_empty() {
+        f(V::load_tail(x, 0.0)).store_tail(y);
+    }
+}
+
+/// `y = f(x)` vector by vector, stores aligned to whole vectors (see [`head_len`]).
 #[inline(always)]
 fn map<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
+    let (xh, x) = x.split_at(head_len::<V>(y));
+    let (yh, y) = y.split_at_mut(xh.len());
+    map_short(xh, yh, &f);
     let l = V::LANES;
     let main = x.len() - x.len() % l;
     let (xm, xt) = x.split_at(main);
@@ -200,22 +213,30 @@ fn map<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
     for (xc, yc) in xr.chunks_exact(l).zip(yr.chunks_exact_mut(l)) {
         f(V::load(xc)).store(yc);
     }
-    if !xt.is_empty() {
-        store_tail(f(load_tail::<V>(xt, 0.0)), yt);
-    }
+    map_short(xt, yt, &f);
 }
 
+/// `x = f(x)` in place, stores aligned as [`map`]'s.
 #[inline(always)]
 fn map_inplace<V: Simd>(x: &mut [f32], f: impl Fn(V) -> V) {
+    let head = head_len::<V>(x);
+    let (xh, x) = x.split_at_mut(head);
+    map_short_inplace(xh, &f);
     let l = V::LANES;
     let main = x.len() - x.len() % l;
     let (xm, xt) = x.split_at_mut(main);
     for c in xm.chunks_exact_mut(l) {
         f(V::load(c)).store(c);
     }
-    if !xt.is_empty() {
-        let v = f(load_tail::<V>(xt, 0.0));
-        store_tail(v, xt);
+    map_short_inplace(xt, &f);
+}
+
+/// [`map_short`] in place.
+#[inline(always)]
+fn map_short_inplace<V: Simd>(x: &mut [f32], f: &impl Fn(V) -> V) {
+    if !x.is_empty() {
+        let v = f(V::load_tail(x, 0.0));
+        v.store_tail(x);
     }
 }
 
@@ -285,13 +306,26 @@ enum Src<'a> {
     Splat(f32),
 }
 
+/// `out = f(a, b)` over fewer than `V::LANES` elements, through padded vectors.
+#[inline(always)]
+fn zip_short<V: Simd>(a: &[f32], b: &[f32], out: &mut [f32], f: &impl Fn(V, V) -> V) {
+    if !out.is_empty() {
+        let n = out.len();
+        f(V::load_tail(&a[..n], 1.0), V::load_tail(&b[..n], 1.0)).store_tail(out);
+    }
+}
+
 #[inline(always)]
 fn bin_rows<V: Simd>(a: Src<'_>, b: Src<'_>, out: &mut [f32], f: impl Fn(V, V) -> V) {
-    let l = V::LANES;
     let n = out.len();
-    let main = n - n % l;
     match (a, b) {
         (Src::Slice(a), Src::Slice(b)) => {
+            let head = head_len::<V>(out);
+            let (oh, out) = out.split_at_mut(head);
+            zip_short(a, b, oh, &f);
+            let (a, b) = (&a[head..n], &b[head..n]);
+            let l = V::LANES;
+            let main = out.len() - out.len() % l;
             let (om, ot) = out.split_at_mut(main);
             for ((ac, bc), oc) in a
                 .chunks_exact(l)
@@ -300,10 +334,7 @@ fn bin_rows<V: Simd>(a: Src<'_>, b: Src<'_>, out: &mut [f32], f: impl Fn(V, V) -
             {
                 f(V::load(ac), V::load(bc)).store(oc);
             }
-            if !ot.is_empty() {
-                let v = f(load_tail(&a[main..n], 1.0), load_tail(&b[main..n], 1.0));
-                store_tail(v, ot);
-            }
+            zip_short(&a[main..], &b[main..], ot, &f);
         }
         (Src::Slice(a), Src::Splat(s)) => {
             let s = V::splat(s);

@@ -1,8 +1,10 @@
 //! Row normalizations: layer norm and RMS norm over the last axis of a row-major
 //! matrix, with optional per-column scale (`gamma`) and shift (`beta`).
 //!
-//! Layer norm uses two passes for the statistics (mean, then the mean of squared
-//! deviations), so it stays accurate for rows with a large common offset.
+//! Layer norm takes its statistics blockwise in two passes (each block's mean, then
+//! its squared deviations from it, merged by Chan's update: `reduce`'s
+//! `row_mean_var`), so it stays accurate for rows with a large common offset while
+//! reading each row from memory once.
 
 use core::ops::Range;
 
@@ -10,7 +12,7 @@ use rml_core::{Error, Result};
 
 use crate::elementwise::check_rows;
 use crate::reduce::{row_mean_var, row_sum_map};
-use crate::simd::{Simd, dispatch, load_tail, sqrt_f32, store_tail};
+use crate::simd::{Simd, dispatch, sqrt_f32};
 
 /// `out[i] = f32(((f64(x[i]) − mean) · inv_std) · w + b)` with `params` = `[mean,
 /// inv_std, w, b]`, each operation rounded in f64 and the result once to f32: the
@@ -88,20 +90,17 @@ fn affine_cols<V: Simd, const G: bool, const B: bool>(
     }
     if main < n {
         let g = if G {
-            load_tail::<V>(&gamma[main..], 1.0)
+            V::load_tail(&gamma[main..], 1.0)
         } else {
             one
         };
         let b = if B {
-            load_tail::<V>(&beta[main..], 0.0)
+            V::load_tail(&beta[main..], 0.0)
         } else {
             zero
         };
-        let v = load_tail::<V>(&x[main..], 0.0)
-            .sub(sh)
-            .mul(sc)
-            .mul_add(g, b);
-        store_tail(v, &mut y[main..]);
+        let v = V::load_tail(&x[main..], 0.0).sub(sh).mul(sc).mul_add(g, b);
+        v.store_tail(&mut y[main..]);
     }
 }
 

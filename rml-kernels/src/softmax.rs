@@ -13,7 +13,7 @@ use rml_core::{Error, Result};
 use crate::elementwise::check_rows;
 use crate::math::exp_v;
 use crate::reduce::row_max;
-use crate::simd::{Simd, dispatch, load_tail, store_tail};
+use crate::simd::{Simd, dispatch};
 
 #[inline(always)]
 fn exp_sub_sum<V: Simd>(x: &[f32], y: &mut [f32], max: f32) -> f32 {
@@ -34,7 +34,7 @@ fn exp_sub_sum<V: Simd>(x: &[f32], y: &mut [f32], max: f32) -> f32 {
     if main < x.len() {
         let mut buf = [0.0f32; crate::simd::MAX_LANES];
         let t = x.len() - main;
-        exp_v(load_tail::<V>(&x[main..], f32::NEG_INFINITY).sub(m)).store(&mut buf);
+        exp_v(V::load_tail(&x[main..], f32::NEG_INFINITY).sub(m)).store(&mut buf);
         y[main..].copy_from_slice(&buf[..t]);
         sum += buf[..t].iter().sum::<f32>();
     }
@@ -51,8 +51,8 @@ fn scale<V: Simd>(y: &mut [f32], s: f32) {
         V::load(c).mul(sv).store(c);
     }
     if !yt.is_empty() {
-        let v = load_tail::<V>(yt, 0.0).mul(sv);
-        store_tail(v, yt);
+        let v = V::load_tail(yt, 0.0).mul(sv);
+        v.store_tail(yt);
     }
 }
 
@@ -206,7 +206,7 @@ fn exp_sub_sum_inplace<V: Simd>(x: &mut [f32], max: f32) -> f32 {
     if !xt.is_empty() {
         let mut buf = [0.0f32; crate::simd::MAX_LANES];
         let t = xt.len();
-        exp_v(load_tail::<V>(xt, f32::NEG_INFINITY).sub(m)).store(&mut buf);
+        exp_v(V::load_tail(xt, f32::NEG_INFINITY).sub(m)).store(&mut buf);
         xt.copy_from_slice(&buf[..t]);
         sum += buf[..t].iter().sum::<f32>();
     }

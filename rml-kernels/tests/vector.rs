@@ -196,24 +196,31 @@ fn unary_matches_elementwise_on_ragged_unaligned_slices() {
                     let mut buf = vec![0.0f32; n + offset];
                     rng.fill(&mut buf, -12.0, 12.0);
                     let x = &buf[offset..];
-                    let mut out = vec![f32::NAN; n + 1];
-                    unary(op, x, &mut out[1..]).unwrap();
-                    check_unary(isa, op, x, &out[1..]);
+                    // Outputs at several alignments: the kernels run the elements
+                    // before the first vector-aligned one through a padded head.
+                    let o = 1 + 5 * offset;
+                    let mut out = vec![f32::NAN; n + o];
+                    unary(op, x, &mut out[o..]).unwrap();
+                    check_unary(isa, op, x, &out[o..]);
                     // Each element is computed the same wherever it lies in the slice.
                     for (i, &xi) in x.iter().enumerate() {
                         let mut one = [0.0f32];
                         unary(op, &[xi], &mut one).unwrap();
                         assert!(
-                            same(one[0], out[1 + i]),
+                            same(one[0], out[o + i]),
                             "{} {} n={n}",
                             isa.name(),
                             op.name()
                         );
                     }
                     // In place gives the same bits.
-                    let mut inplace = x.to_vec();
-                    unary_inplace(op, &mut inplace);
-                    let ok = inplace.iter().zip(&out[1..]).all(|(a, b)| same(*a, *b));
+                    let mut inplace = vec![0.0; n + 3 * offset];
+                    inplace[3 * offset..].copy_from_slice(x);
+                    unary_inplace(op, &mut inplace[3 * offset..]);
+                    let ok = inplace[3 * offset..]
+                        .iter()
+                        .zip(&out[o..])
+                        .all(|(a, b)| same(*a, *b));
                     assert!(ok, "{} {} in place differs", isa.name(), op.name());
                 }
             }
@@ -339,8 +346,12 @@ fn binary_broadcasting_matches_scalar_semantics() {
                             };
                             let start = nrows.min(1);
                             let rows = start..nrows;
-                            let mut out = vec![0.0f32; rows.len() * cols];
-                            binary(op, lhs, rhs, cols, rows.clone(), &mut out).unwrap();
+                            // An output at some offset: a padded head before its
+                            // first vector-aligned element.
+                            let o = (3 * cols + nrows) % 16;
+                            let mut out_buf = vec![0.0f32; rows.len() * cols + o];
+                            let out = &mut out_buf[o..];
+                            binary(op, lhs, rhs, cols, rows.clone(), out).unwrap();
                             for r in rows.clone() {
                                 for c in 0..cols {
                                     let want = op.apply(at(&lhs, r, c), at(&rhs, r, c));
@@ -642,6 +653,35 @@ fn reductions_match_reference() {
     let mut out = [0.0f32; 2];
     assert!(reduce_rows(ReduceOp::Sum, &[0.0; 4], 2, 0..3, &mut out).is_err());
     assert!(reduce_rows(ReduceOp::Sum, &[0.0; 4], 2, 0..1, &mut out).is_err());
+}
+
+#[test]
+fn variance_keeps_precision_under_a_large_offset() {
+    // Values 1000 + U(-1, 1): a one-pass `E[x²] − E[x]²` in f32 would lose every
+    // digit of the ~0.33 variance to the ~10⁶ squares; the blockwise two-pass
+    // moments keep VAR_RTOL. Lengths cover several blocks, a partial block and a
+    // partial vector.
+    let mut rng = Rng::new(6);
+    for_each_isa(|isa| {
+        for cols in [1usize, 15, 256, 257, test_len(1000, 33), test_len(4099, 65)] {
+            let mut x = vec![0.0f32; 2 * cols];
+            rng.fill(&mut x, -1.0, 1.0);
+            x.iter_mut().for_each(|v| *v += 1000.0);
+            let mut out = [0.0f32; 2];
+            reduce_rows(ReduceOp::Variance, &x, cols, 0..2, &mut out).unwrap();
+            for (row, &got) in x.chunks_exact(cols).zip(&out) {
+                let n = cols as f64;
+                let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+                let var = row
+                    .iter()
+                    .map(|&v| (f64::from(v) - mean).powi(2))
+                    .sum::<f64>()
+                    / n;
+                let ok = (f64::from(got) - var).abs() <= VAR_RTOL * var + 1e-12;
+                assert!(ok, "{} cols={cols}: {got} vs {var}", isa.name());
+            }
+        }
+    });
 }
 
 #[test]

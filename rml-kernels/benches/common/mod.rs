@@ -40,15 +40,30 @@ pub fn time_iters(iters: u64, mut f: impl FnMut()) -> Duration {
     }
 }
 
-/// A zeroed vector of `len` values whose memory is asked for transparent huge pages
-/// before it is first touched, when it spans 4 MiB or more: what NumPy does for its
-/// arrays (`madvise(MADV_HUGEPAGE)`) and what the GEMM peer script does for rml's
+/// `len` zeroed values starting on a 64-byte boundary, as rml-host's arena places
+/// every buffer (and PyTorch's CPU allocator its tensors): where a buffer starts
+/// decides how many vector stores straddle two cache lines, and the kernels align
+/// their stores to the *output* only, so operands with another alignment would
+/// time the loads' line splits (a row operand at 16 bytes past a line, as `malloc`
+/// returns, made `mul_row` in L1 1.5× slower; session 16).
+///
+/// When the buffer spans 4 MiB or more its memory is asked for transparent huge
+/// pages before it is first touched: what NumPy does for its arrays
+/// (`madvise(MADV_HUGEPAGE)`) and what the GEMM peer script does for rml's
 /// buffers. With THP in `madvise` mode and 4 KiB pages, a kernel streaming 64 MiB
 /// restarts the hardware prefetchers at every page (a read-only sum measured 27–33
 /// GB/s on 4 KiB pages, 39–40 on 2 MiB ones, session 15).
-pub fn huge_vec<T: Copy + Default>(len: usize) -> Vec<T> {
-    let mut v = Vec::with_capacity(len);
-    let bytes = len * std::mem::size_of::<T>();
+pub struct Buffer<T> {
+    v: Vec<T>,
+    start: usize,
+}
+
+/// A [`Buffer`] of `len` zeroed values.
+pub fn buffer<T: Copy + Default>(len: usize) -> Buffer<T> {
+    let size = std::mem::size_of::<T>();
+    let pad = 64 / size;
+    let mut v = Vec::with_capacity(len + pad);
+    let bytes = (len + pad) * size;
     if bytes >= 4 << 20 {
         let start = v.as_mut_ptr() as usize;
         let first = start.next_multiple_of(4096);
@@ -63,6 +78,22 @@ pub fn huge_vec<T: Copy + Default>(len: usize) -> Vec<T> {
             )
         };
     }
-    v.resize(len, T::default());
-    v
+    v.resize(len + pad, T::default());
+    let start = v.as_ptr().align_offset(64);
+    assert!(start <= pad, "element size divides 64");
+    v.truncate(start + len);
+    Buffer { v, start }
+}
+
+impl<T> std::ops::Deref for Buffer<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.v[self.start..]
+    }
+}
+
+impl<T> std::ops::DerefMut for Buffer<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.v[self.start..]
+    }
 }

@@ -32,6 +32,18 @@ fn run_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// All ones in the first `n` i32 lanes, zero in the others (panics unless
+/// `n <= 8`): the mask of a partial vector's masked load and store.
+#[inline(always)]
+fn lanes_below(n: usize) -> __m256i {
+    assert!(n <= 8);
+    // SAFETY: AVX2 available (module docs).
+    unsafe {
+        let index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), index)
+    }
+}
+
 impl Simd for F32x8 {
     const LANES: usize = 8;
     const FAST_LOOKUP: bool = true;
@@ -50,6 +62,25 @@ impl Simd for F32x8 {
         // SAFETY: `s` has room for 8 f32 (checked); storeu is unaligned; AVX is
         // available (module docs).
         unsafe { _mm256_storeu_ps(s.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn load_tail(s: &[f32], pad: f32) -> Self {
+        let mask = lanes_below(s.len());
+        // SAFETY: the mask enables exactly the lanes `s` holds (at most 8,
+        // checked); masked-off lanes are neither read nor faulted on; AVX is
+        // available (module docs).
+        F32x8(unsafe {
+            let v = _mm256_maskload_ps(s.as_ptr(), mask);
+            _mm256_blendv_ps(_mm256_set1_ps(pad), v, _mm256_castsi256_ps(mask))
+        })
+    }
+    #[inline(always)]
+    fn store_tail(self, s: &mut [f32]) {
+        let mask = lanes_below(s.len());
+        // SAFETY: the mask enables exactly the lanes `s` has room for (at most 8,
+        // checked); masked-off lanes are not written; AVX is available (module
+        // docs).
+        unsafe { _mm256_maskstore_ps(s.as_mut_ptr(), mask, self.0) }
     }
     #[inline(always)]
     fn load_f16(s: &[u16]) -> Self {
@@ -181,6 +212,12 @@ impl Simd for F32x8 {
         // SAFETY: AVX available (module docs).
         // minps returns its second operand when either is NaN: `self`.
         F32x8(unsafe { _mm256_min_ps(_mm256_set1_ps(bound), self.0) })
+    }
+    #[inline(always)]
+    fn max_bound(self, bound: f32) -> Self {
+        // SAFETY: AVX available (module docs).
+        // maxps returns its second operand when either is NaN or they tie: `self`.
+        F32x8(unsafe { _mm256_max_ps(_mm256_set1_ps(bound), self.0) })
     }
     #[inline(always)]
     fn abs(self) -> Self {

@@ -54,6 +54,13 @@ fn splat_i32(v: i32) -> __m512i {
     unsafe { _mm512_set1_epi32(v) }
 }
 
+/// The mask of the first `n` lanes (panics unless `n <= 16`).
+#[inline(always)]
+fn lanes_below(n: usize) -> __mmask16 {
+    assert!(n <= 16);
+    ((1u32 << n) - 1) as __mmask16
+}
+
 impl Simd for F32x16 {
     const LANES: usize = 16;
     const FAST_LOOKUP: bool = true;
@@ -72,6 +79,22 @@ impl Simd for F32x16 {
         // SAFETY: `s` has room for 16 f32 (checked); storeu is unaligned; AVX-512F
         // is available (module docs).
         unsafe { _mm512_storeu_ps(s.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn load_tail(s: &[f32], pad: f32) -> Self {
+        let mask = lanes_below(s.len());
+        // SAFETY: the mask enables exactly the lanes `s` holds (at most 16,
+        // checked); masked-off lanes are neither read nor faulted on; AVX-512F is
+        // available (module docs).
+        F32x16(unsafe { _mm512_mask_loadu_ps(_mm512_set1_ps(pad), mask, s.as_ptr()) })
+    }
+    #[inline(always)]
+    fn store_tail(self, s: &mut [f32]) {
+        let mask = lanes_below(s.len());
+        // SAFETY: the mask enables exactly the lanes `s` has room for (at most 16,
+        // checked); masked-off lanes are not written; AVX-512F is available (module
+        // docs).
+        unsafe { _mm512_mask_storeu_ps(s.as_mut_ptr(), mask, self.0) }
     }
     #[inline(always)]
     fn load_f16(s: &[u16]) -> Self {
@@ -185,6 +208,12 @@ impl Simd for F32x16 {
         // SAFETY: AVX-512F available (module docs).
         // minps returns its second operand when either is NaN: `self`.
         F32x16(unsafe { _mm512_min_ps(_mm512_set1_ps(bound), self.0) })
+    }
+    #[inline(always)]
+    fn max_bound(self, bound: f32) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        // maxps returns its second operand when either is NaN or they tie: `self`.
+        F32x16(unsafe { _mm512_max_ps(_mm512_set1_ps(bound), self.0) })
     }
     #[inline(always)]
     fn abs(self) -> Self {
