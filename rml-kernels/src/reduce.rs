@@ -89,21 +89,43 @@ fn tail_mask<V: Simd>(len: usize) -> V::Mask {
 /// Maximum of a row (NaN-propagating; `-inf` when empty).
 #[inline(always)]
 pub(crate) fn row_max<V: Simd>(x: &[f32]) -> f32 {
+    row_max_by::<V>(
+        x,
+        #[inline(always)]
+        |v, acc| acc.max(v),
+    )
+}
+
+/// Maximum of a row's non-NaN values (`-inf` when there are none): for softmax,
+/// where a NaN reaches the result through the sum of exponentials anyway.
+#[inline(always)]
+pub(crate) fn row_max_skip_nan<V: Simd>(x: &[f32]) -> f32 {
+    row_max_by::<V>(
+        x,
+        #[inline(always)]
+        |v, acc| v.max_skip_nan(acc),
+    )
+}
+
+/// The maximum of a row folded by `max(value, accumulator)` in four vector
+/// accumulators that start at `-inf`; the tail pads with `-inf`.
+#[inline(always)]
+fn row_max_by<V: Simd>(x: &[f32], max: impl Fn(V, V) -> V) -> f32 {
     let l = V::LANES;
     let mut acc = [V::splat(f32::NEG_INFINITY); 4];
     let big = x.len() - x.len() % (4 * l);
     for c in x[..big].chunks_exact(4 * l) {
         for (k, a) in acc.iter_mut().enumerate() {
-            *a = a.max(V::load(&c[k * l..]));
+            *a = max(V::load(&c[k * l..]), *a);
         }
     }
     let rest = &x[big..];
     let main = rest.len() - rest.len() % l;
     for c in rest[..main].chunks_exact(l) {
-        acc[0] = acc[0].max(V::load(c));
+        acc[0] = max(V::load(c), acc[0]);
     }
     if main < rest.len() {
-        acc[1] = acc[1].max(V::load_tail(&rest[main..], f32::NEG_INFINITY));
+        acc[1] = max(V::load_tail(&rest[main..], f32::NEG_INFINITY), acc[1]);
     }
     acc[0].max(acc[1]).max(acc[2].max(acc[3])).reduce_max()
 }

@@ -4,7 +4,9 @@
 //!
 //! Three passes over each row (max; exponentials and their sum; scaling), the
 //! last two on data a row-sized working set keeps in cache. A row containing NaN
-//! or `+inf` gives NaN; a row of all `-inf` gives NaN (0/0), as in PyTorch.
+//! or `+inf` gives NaN; a row of all `-inf` gives NaN (0/0), as in PyTorch. The
+//! maximum skips NaN (one `maxps` per vector instead of three instructions): a NaN
+//! still reaches every output, through its exponential in the sum.
 
 use core::ops::Range;
 
@@ -12,31 +14,57 @@ use rml_core::{Error, Result};
 
 use crate::elementwise::check_rows;
 use crate::math::exp_v;
-use crate::reduce::row_max;
+use crate::reduce::{row_max, row_max_skip_nan};
 use crate::simd::{Simd, dispatch};
 
+/// `exp(v − m)` of two vectors, added to the accumulators of even and odd vectors
+/// (fixed registers: an `acc[i & 1]` indexed by the loop counter lived on the stack,
+/// its adds going through store forwarding, 7 % of softmax's L1 time).
+#[inline(always)]
+fn exp_pair<V: Simd>([a, b]: [V; 2], m: V, acc: &mut [V; 2]) -> [V; 2] {
+    let (ea, eb) = (exp_v(a.sub(m)), exp_v(b.sub(m)));
+    acc[0] = acc[0].add(ea);
+    acc[1] = acc[1].add(eb);
+    [ea, eb]
+}
+
+/// The exponentials of the partial vector `v` (padded with `-inf`) stored to `dst`,
+/// and their sum in order.
+#[inline(always)]
+fn exp_tail<V: Simd>(v: V, m: V, dst: &mut [f32]) -> f32 {
+    let mut buf = [0.0f32; crate::simd::MAX_LANES];
+    exp_v(v.sub(m)).store(&mut buf);
+    let t = dst.len();
+    dst.copy_from_slice(&buf[..t]);
+    buf[..t].iter().sum::<f32>()
+}
+
+/// `y = exp(x − max)`, returning the sum of `y`.
 #[inline(always)]
 fn exp_sub_sum<V: Simd>(x: &[f32], y: &mut [f32], max: f32) -> f32 {
     let l = V::LANES;
     let m = V::splat(max);
-    let main = x.len() - x.len() % l;
+    let pairs = x.len() - x.len() % (2 * l);
     let mut acc = [V::splat(0.0); 2];
-    for (i, (xc, yc)) in x[..main]
-        .chunks_exact(l)
-        .zip(y[..main].chunks_exact_mut(l))
-        .enumerate()
+    for (xc, yc) in x[..pairs]
+        .chunks_exact(2 * l)
+        .zip(y[..pairs].chunks_exact_mut(2 * l))
     {
-        let e = exp_v(V::load(xc).sub(m));
-        acc[i & 1] = acc[i & 1].add(e);
-        e.store(yc);
+        let [ea, eb] = exp_pair([V::load(xc), V::load(&xc[l..])], m, &mut acc);
+        let (ya, yb) = yc.split_at_mut(l);
+        ea.store(ya);
+        eb.store(yb);
+    }
+    let (mut x, mut y) = (&x[pairs..], &mut y[pairs..]);
+    if x.len() >= l {
+        let e = exp_v(V::load(x).sub(m));
+        acc[0] = acc[0].add(e);
+        e.store(y);
+        (x, y) = (&x[l..], &mut y[l..]);
     }
     let mut sum = acc[0].add(acc[1]).reduce_sum();
-    if main < x.len() {
-        let mut buf = [0.0f32; crate::simd::MAX_LANES];
-        let t = x.len() - main;
-        exp_v(V::load_tail(&x[main..], f32::NEG_INFINITY).sub(m)).store(&mut buf);
-        y[main..].copy_from_slice(&buf[..t]);
-        sum += buf[..t].iter().sum::<f32>();
+    if !x.is_empty() {
+        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), m, y);
     }
     sum
 }
@@ -58,7 +86,7 @@ fn scale<V: Simd>(y: &mut [f32], s: f32) {
 
 #[inline(always)]
 fn softmax_row<V: Simd>(x: &[f32], y: &mut [f32]) {
-    let max = row_max::<V>(x);
+    let max = row_max_skip_nan::<V>(x);
     let sum = exp_sub_sum::<V>(x, y, max);
     scale::<V>(y, 1.0 / sum);
 }
@@ -67,7 +95,7 @@ fn softmax_row<V: Simd>(x: &[f32], y: &mut [f32]) {
 /// their sum, then `y` is rewritten from `x`.
 #[inline(always)]
 fn log_softmax_row<V: Simd>(x: &[f32], y: &mut [f32]) {
-    let max = row_max::<V>(x);
+    let max = row_max_skip_nan::<V>(x);
     let log_sum = libm::logf(exp_sub_sum::<V>(x, y, max));
     let (m, ls) = (V::splat(max), V::splat(log_sum));
     let l = V::LANES;
@@ -135,7 +163,7 @@ pub fn softmax_rows_inplace(x: &mut [f32], cols: usize) -> Result<()> {
     }
     dispatch!(|V| {
         for r in x.chunks_exact_mut(cols) {
-            let max = row_max::<V>(r);
+            let max = row_max_skip_nan::<V>(r);
             let sum = exp_sub_sum_inplace::<V>(r, max);
             scale::<V>(r, 1.0 / sum);
         }
@@ -190,25 +218,29 @@ pub fn softmax_parts_inplace(
     Ok(())
 }
 
+/// `x = exp(x − max)` in place, returning the sum of the new `x`.
 #[inline(always)]
 fn exp_sub_sum_inplace<V: Simd>(x: &mut [f32], max: f32) -> f32 {
     let l = V::LANES;
     let m = V::splat(max);
-    let main = x.len() - x.len() % l;
-    let (xm, xt) = x.split_at_mut(main);
+    let pairs = x.len() - x.len() % (2 * l);
+    let (xp, mut x) = x.split_at_mut(pairs);
     let mut acc = [V::splat(0.0); 2];
-    for (i, c) in xm.chunks_exact_mut(l).enumerate() {
-        let e = exp_v(V::load(c).sub(m));
-        acc[i & 1] = acc[i & 1].add(e);
-        e.store(c);
+    for c in xp.chunks_exact_mut(2 * l) {
+        let [ea, eb] = exp_pair([V::load(c), V::load(&c[l..])], m, &mut acc);
+        let (ca, cb) = c.split_at_mut(l);
+        ea.store(ca);
+        eb.store(cb);
+    }
+    if x.len() >= l {
+        let e = exp_v(V::load(x).sub(m));
+        acc[0] = acc[0].add(e);
+        e.store(x);
+        x = &mut x[l..];
     }
     let mut sum = acc[0].add(acc[1]).reduce_sum();
-    if !xt.is_empty() {
-        let mut buf = [0.0f32; crate::simd::MAX_LANES];
-        let t = xt.len();
-        exp_v(V::load_tail(xt, f32::NEG_INFINITY).sub(m)).store(&mut buf);
-        xt.copy_from_slice(&buf[..t]);
-        sum += buf[..t].iter().sum::<f32>();
+    if !x.is_empty() {
+        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), m, x);
     }
     sum
 }

@@ -521,6 +521,30 @@ fn softmax_matches_reference() {
         assert!(y.iter().all(|v| v.is_nan()));
         softmax_rows(&[1000.0, 1000.0, -1000.0], 3, 0..1, &mut y).unwrap();
         assert_eq!(y, [0.5, 0.5, 0.0]);
+        // A NaN or +inf anywhere in a longer row (whole vectors and the tail; the
+        // row maximum skips NaN, the sum of exponentials carries it) gives NaN
+        // everywhere, from all three entry points.
+        for bad in [f32::NAN, f32::INFINITY] {
+            for at in [0, 5, 17, 40, 66] {
+                let mut x: Vec<f32> = (0..67).map(|i| (i as f32 * 0.37).sin()).collect();
+                x[at] = bad;
+                let mut y = vec![0.0f32; 67];
+                softmax_rows(&x, 67, 0..1, &mut y).unwrap();
+                assert!(y.iter().all(|v| v.is_nan()), "{} {bad} at {at}", isa.name());
+                log_softmax_rows(&x, 67, 0..1, &mut y).unwrap();
+                assert!(
+                    y.iter().all(|v| v.is_nan()),
+                    "{} log {bad} at {at}",
+                    isa.name()
+                );
+                softmax_rows_inplace(&mut x, 67).unwrap();
+                assert!(
+                    x.iter().all(|v| v.is_nan()),
+                    "{} inplace {bad} at {at}",
+                    isa.name()
+                );
+            }
+        }
     });
     let mut y = [0.0f32; 4];
     assert!(softmax_rows(&[0.0; 4], 2, 0..3, &mut y).is_err());

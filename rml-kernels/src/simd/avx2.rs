@@ -214,6 +214,12 @@ impl Simd for F32x8 {
         F32x8(unsafe { _mm256_min_ps(_mm256_set1_ps(bound), self.0) })
     }
     #[inline(always)]
+    fn max_skip_nan(self, o: Self) -> Self {
+        // SAFETY: AVX available (module docs).
+        // maxps returns its second operand unless the first is greater.
+        F32x8(unsafe { _mm256_max_ps(self.0, o.0) })
+    }
+    #[inline(always)]
     fn max_bound(self, bound: f32) -> Self {
         // SAFETY: AVX available (module docs).
         // maxps returns its second operand when either is NaN or they tie: `self`.

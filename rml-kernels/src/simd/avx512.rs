@@ -210,6 +210,12 @@ impl Simd for F32x16 {
         F32x16(unsafe { _mm512_min_ps(_mm512_set1_ps(bound), self.0) })
     }
     #[inline(always)]
+    fn max_skip_nan(self, o: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        // maxps returns its second operand unless the first is greater.
+        F32x16(unsafe { _mm512_max_ps(self.0, o.0) })
+    }
+    #[inline(always)]
     fn max_bound(self, bound: f32) -> Self {
         // SAFETY: AVX-512F available (module docs).
         // maxps returns its second operand when either is NaN or they tie: `self`.

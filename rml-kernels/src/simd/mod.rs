@@ -96,6 +96,11 @@ pub(crate) trait Simd: Copy {
     /// `min(self, bound)` for a bound that is never NaN; a NaN lane of `self`
     /// stays NaN (one instruction on AVX2, where [`Simd::min`] takes three).
     fn min_bound(self, bound: f32) -> Self;
+    /// Lane-wise `self > o ? self : o`: the maximum where neither lane is NaN, `o`
+    /// where `self` is NaN, so an accumulator `o` that starts non-NaN stays
+    /// non-NaN. One instruction on x86 (`maxps(self, o)`), where [`Simd::max`]
+    /// takes three; for maxima whose NaN shows up elsewhere (softmax's sum).
+    fn max_skip_nan(self, o: Self) -> Self;
     /// `bound` where `self < bound`, else `self`, for a bound that is never NaN: a
     /// NaN lane stays NaN and a tie keeps `self` (so ReLU keeps `-0.0`); one
     /// instruction on x86 (`maxps(bound, self)`).

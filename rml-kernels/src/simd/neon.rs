@@ -142,6 +142,10 @@ impl Simd for F32x4 {
         self.min(Self::splat(bound))
     }
     #[inline(always)]
+    fn max_skip_nan(self, o: Self) -> Self {
+        Self::select(o.lt(self), self, o)
+    }
+    #[inline(always)]
     fn max_bound(self, bound: f32) -> Self {
         // Not `fmax`: it orders -0.0 below +0.0, where a tie must keep `self`.
         let b = Self::splat(bound);

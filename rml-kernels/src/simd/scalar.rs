@@ -89,6 +89,10 @@ impl Simd for F32x1 {
         F32x1(if bound < self.0 { bound } else { self.0 })
     }
     #[inline(always)]
+    fn max_skip_nan(self, o: Self) -> Self {
+        F32x1(if self.0 > o.0 { self.0 } else { o.0 })
+    }
+    #[inline(always)]
     fn max_bound(self, bound: f32) -> Self {
         F32x1(if self.0 < bound { bound } else { self.0 })
     }
