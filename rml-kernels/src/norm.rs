@@ -11,7 +11,7 @@ use core::ops::Range;
 use rml_core::{Error, Result};
 
 use crate::elementwise::check_rows;
-use crate::reduce::{row_mean_var, row_sum_map};
+use crate::reduce::{row_mean_var, row_sum_map, streams};
 use crate::simd::{Simd, dispatch, sqrt_f32};
 
 /// `out[i] = f32(((f64(x[i]) − mean) · inv_std) · w + b)` with `params` = `[mean,
@@ -134,9 +134,10 @@ pub fn layer_norm_rows(
         return Ok(());
     }
     let x = &x[first..first + count];
+    let stream = streams(count);
     dispatch!(|V| {
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
-            let (mean, var) = row_mean_var::<V>(xr);
+            let (mean, var) = row_mean_var::<V>(xr, stream);
             let rstd = 1.0 / sqrt_f32(var + eps);
             affine_row::<V>(xr, yr, mean, rstd, gamma, beta);
         }

@@ -709,6 +709,35 @@ fn variance_keeps_precision_under_a_large_offset() {
 }
 
 #[test]
+fn streaming_row_kernels_give_the_in_cache_bits() {
+    // A call over more than 1 MiB streams (prefetching ahead of each block);
+    // each row must come out as a call over that row alone computes it.
+    let (rows, cols) = (test_len(300, 2), test_len(1000, 40));
+    let mut rng = Rng::new(7);
+    let mut x = vec![0.0f32; rows * cols];
+    rng.fill(&mut x, -3.0, 5.0);
+    for_each_isa(|isa| {
+        let mut var = vec![0.0f32; rows];
+        reduce_rows(ReduceOp::Variance, &x, cols, 0..rows, &mut var).unwrap();
+        let mut y = vec![0.0f32; rows * cols];
+        layer_norm_rows(&x, cols, 0..rows, None, None, 1e-5, &mut y).unwrap();
+        for (r, (&v, yr)) in var.iter().zip(y.chunks_exact(cols)).enumerate() {
+            let mut one = [0.0f32];
+            reduce_rows(ReduceOp::Variance, &x, cols, r..r + 1, &mut one).unwrap();
+            assert_eq!(
+                v.to_bits(),
+                one[0].to_bits(),
+                "{} variance row {r}",
+                isa.name()
+            );
+            let mut yo = vec![0.0f32; cols];
+            layer_norm_rows(&x, cols, r..r + 1, None, None, 1e-5, &mut yo).unwrap();
+            assert!(yr == yo.as_slice(), "{} layer_norm row {r}", isa.name());
+        }
+    });
+}
+
+#[test]
 fn f64_row_sums_equal_rml_core_bit_for_bit() {
     use rml_core::ops::reduce::{ReduceOp as CoreOp, reduce};
     use rml_core::{Shape, TensorView, TensorViewMut};

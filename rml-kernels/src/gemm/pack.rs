@@ -15,17 +15,6 @@ use crate::isa::Isa;
 
 use super::mat::MatRef;
 
-/// Asks for the cache line holding `p` (a hint: never faults, any address).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(super) fn prefetch(p: *const f32) {
-    // SAFETY: a prefetch is a hint (SSE, always present on x86_64); it never faults,
-    // whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    }
-}
-
 /// Packs rows `i0..i0+mc`, columns `p0..p0+kc` of `a` into `out` as
 /// `ceil(mc / MR)` panels of `MR × kc`.
 pub(crate) fn pack_a(
@@ -163,7 +152,7 @@ pub(crate) fn pack_b_rows_f32(b: &B32<'_>, kc: usize, full: usize, out: &mut [f3
             for (q, d) in dst.chunks_exact_mut(NR).enumerate() {
                 let s = (b.p0 + pg + q) * b.rs + b.j0 + t * NR;
                 #[cfg(target_arch = "x86_64")]
-                prefetch(b.data.as_ptr().wrapping_add(s + PACK_B_ROWS * b.rs));
+                crate::simd::prefetch(b.data.as_ptr().wrapping_add(s + PACK_B_ROWS * b.rs));
                 d.copy_from_slice(&b.data[s..s + NR]);
             }
         }

@@ -13,10 +13,10 @@
 
 use core::arch::x86_64::*;
 
-use super::pack::prefetch;
 use super::tile::TileSpec;
 use super::{MR, NR};
 use crate::isa::Isa;
+use crate::simd::prefetch;
 
 /// Proof that this CPU runs AVX2, FMA and F16C.
 #[derive(Clone, Copy, Debug)]

@@ -200,6 +200,20 @@ pub(crate) fn head_len<V: Simd>(out: &[f32]) -> usize {
     }
 }
 
+/// Asks for the cache line holding `p` into L1 (a hint: never faults, whatever the
+/// address, so `p` may lie past a slice's end). A no-op off x86_64.
+#[inline(always)]
+pub(crate) fn prefetch(p: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint (SSE, always present on x86_64); it never faults,
+    // whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Correctly rounded f32 square root: the hardware instruction through `std`
 /// when available, `libm` otherwise (libm's x86 version is inline assembly,
 /// which Miri cannot run).
