@@ -4,8 +4,9 @@
 //! the forced scalar path and the best path, and on a DRAM-sized problem (16 Mi f32
 //! = 64 MiB in, beyond the 32 MiB L3, on huge pages) with the best path. Every
 //! buffer starts on a 64-byte boundary, as rml-host's arena places them
-//! (`common::buffer`). Throughput counts the bytes each kernel must read plus the bytes it
-//! writes.
+//! (`common::buffer`). Inputs are uniform (mostly in [−8, 8)); `gelu_normal` runs
+//! GELU on standard-normal ones as well. Throughput counts the bytes each kernel
+//! must read plus the bytes it writes.
 //!
 //! `cargo bench -p rml-kernels --bench vector -- --output-format bencher` prints
 //! one line per benchmark; `RML_BENCH_QUICK=1` shortens the measurement;
@@ -99,6 +100,31 @@ fn bench_unary(c: &mut Criterion) {
             },
         );
     }
+}
+
+/// `n` values from the standard normal distribution (Box–Muller on [`Rng`]).
+fn normal_data(n: usize) -> common::Buffer<f32> {
+    let mut v = common::buffer(n);
+    let mut rng = Rng::new(n as u64 + 1);
+    for v in v.iter_mut() {
+        let (u1, u2) = (rng.uniform(f32::EPSILON, 1.0), rng.uniform(0.0, 1.0));
+        *v = (-2.0 * u1.ln()).sqrt() * (core::f32::consts::TAU * u2).cos();
+    }
+    v
+}
+
+/// GELU on standard-normal inputs, the scale of the pre-activations it meets in a
+/// network, beside `gelu`'s uniform [−8, 8) (where nearly every vector holds a
+/// lane past the table's |x| < 3.75 and also runs the formula).
+fn bench_gelu_normal(c: &mut Criterion) {
+    let x = normal_data(BIG);
+    let mut y = common::buffer(BIG);
+    run(
+        c,
+        "gelu_normal",
+        |n| 8 * n as u64,
+        |n| unary(UnaryOp::Gelu, &x[..n], &mut y[..n]).expect("lengths"),
+    );
 }
 
 fn bench_binary(c: &mut Criterion) {
@@ -210,6 +236,7 @@ fn bench_convert(c: &mut Criterion) {
 criterion_group!(
     benches,
     bench_unary,
+    bench_gelu_normal,
     bench_binary,
     bench_rows,
     bench_convert
