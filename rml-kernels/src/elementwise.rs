@@ -171,7 +171,8 @@ fn unary_v<V: Simd>(op: UnaryOp, x: V) -> V {
         UnaryOp::Softplus => softplus_v(x),
         UnaryOp::Neg => x.mul(V::splat(-1.0)),
         UnaryOp::Abs => x.abs(),
-        UnaryOp::Relu => x.max_bound(0.0),
+        // `0 > x ? 0 : x`: NaN and -0.0 stay, in one `maxps` on x86.
+        UnaryOp::Relu => V::splat(0.0).max_skip_nan(x),
         UnaryOp::Sqrt => x.sqrt(),
         UnaryOp::Square => x.mul(x),
         UnaryOp::Recip => V::splat(1.0).div(x),

@@ -151,7 +151,6 @@ pub(crate) fn pack_b_rows_f32(b: &B32<'_>, kc: usize, full: usize, out: &mut [f3
             let dst = &mut out[(t * kc + pg) * NR..(t * kc + pg + rows) * NR];
             for (q, d) in dst.chunks_exact_mut(NR).enumerate() {
                 let s = (b.p0 + pg + q) * b.rs + b.j0 + t * NR;
-                #[cfg(target_arch = "x86_64")]
                 crate::simd::prefetch(b.data.as_ptr().wrapping_add(s + PACK_B_ROWS * b.rs));
                 d.copy_from_slice(&b.data[s..s + NR]);
             }

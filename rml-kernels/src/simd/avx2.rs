@@ -220,12 +220,6 @@ impl Simd for F32x8 {
         F32x8(unsafe { _mm256_max_ps(self.0, o.0) })
     }
     #[inline(always)]
-    fn max_bound(self, bound: f32) -> Self {
-        // SAFETY: AVX available (module docs).
-        // maxps returns its second operand when either is NaN or they tie: `self`.
-        F32x8(unsafe { _mm256_max_ps(_mm256_set1_ps(bound), self.0) })
-    }
-    #[inline(always)]
     fn abs(self) -> Self {
         // SAFETY: AVX available (module docs).
         F32x8(unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), self.0) })

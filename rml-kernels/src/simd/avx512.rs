@@ -216,12 +216,6 @@ impl Simd for F32x16 {
         F32x16(unsafe { _mm512_max_ps(self.0, o.0) })
     }
     #[inline(always)]
-    fn max_bound(self, bound: f32) -> Self {
-        // SAFETY: AVX-512F available (module docs).
-        // maxps returns its second operand when either is NaN or they tie: `self`.
-        F32x16(unsafe { _mm512_max_ps(_mm512_set1_ps(bound), self.0) })
-    }
-    #[inline(always)]
     fn abs(self) -> Self {
         F32x16(floats(
             // SAFETY: AVX-512F available (module docs).

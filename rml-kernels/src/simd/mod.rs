@@ -97,14 +97,11 @@ pub(crate) trait Simd: Copy {
     /// stays NaN (one instruction on AVX2, where [`Simd::min`] takes three).
     fn min_bound(self, bound: f32) -> Self;
     /// Lane-wise `self > o ? self : o`: the maximum where neither lane is NaN, `o`
-    /// where `self` is NaN, so an accumulator `o` that starts non-NaN stays
-    /// non-NaN. One instruction on x86 (`maxps(self, o)`), where [`Simd::max`]
-    /// takes three; for maxima whose NaN shows up elsewhere (softmax's sum).
+    /// where either is NaN or they tie. One instruction on x86 (`maxps(self, o)`),
+    /// where [`Simd::max`] takes three. Softmax's running maximum (`o` the
+    /// accumulator, which so never turns NaN; a NaN shows up in the sum) and ReLU
+    /// (`self` zero, `o` the input: NaN and `-0.0` stay).
     fn max_skip_nan(self, o: Self) -> Self;
-    /// `bound` where `self < bound`, else `self`, for a bound that is never NaN: a
-    /// NaN lane stays NaN and a tie keeps `self` (so ReLU keeps `-0.0`); one
-    /// instruction on x86 (`maxps(bound, self)`).
-    fn max_bound(self, bound: f32) -> Self;
     /// Absolute value (clears the sign bit).
     fn abs(self) -> Self;
     /// Square root (correctly rounded).
@@ -185,7 +182,8 @@ pub(crate) trait Simd: Copy {
 pub(crate) const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
 
 /// How many leading elements of `out` lie before its first element aligned to a
-/// whole `V` vector (at most `out.len()`; 0 for one-lane types). Elementwise kernels
+/// whole `V` vector (at most `out.len()`; 0 for one-lane types, as an `f32` is
+/// always 4-byte aligned). Elementwise kernels
 /// run those through the padded path, like a tail, so that none of their vector
 /// stores straddles two cache lines: on 16-byte-aligned buffers in L1, AVX-512
 /// `add` ran at half speed (0.10 µs per 2048 against 0.05 aligned, session 16).
@@ -193,7 +191,7 @@ pub(crate) const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
 pub(crate) fn head_len<V: Simd>(out: &[f32]) -> usize {
     let bytes = V::LANES * core::mem::size_of::<f32>();
     let past = out.as_ptr().addr() % bytes;
-    if V::LANES == 1 || past == 0 {
+    if past == 0 {
         0
     } else {
         ((bytes - past) / core::mem::size_of::<f32>()).min(out.len())

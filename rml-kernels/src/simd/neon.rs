@@ -146,12 +146,6 @@ impl Simd for F32x4 {
         Self::select(o.lt(self), self, o)
     }
     #[inline(always)]
-    fn max_bound(self, bound: f32) -> Self {
-        // Not `fmax`: it orders -0.0 below +0.0, where a tie must keep `self`.
-        let b = Self::splat(bound);
-        Self::select(self.lt(b), b, self)
-    }
-    #[inline(always)]
     fn abs(self) -> Self {
         // SAFETY: NEON is baseline.
         F32x4(unsafe { vabsq_f32(self.0) })

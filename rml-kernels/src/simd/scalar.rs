@@ -93,10 +93,6 @@ impl Simd for F32x1 {
         F32x1(if self.0 > o.0 { self.0 } else { o.0 })
     }
     #[inline(always)]
-    fn max_bound(self, bound: f32) -> Self {
-        F32x1(if self.0 < bound { bound } else { self.0 })
-    }
-    #[inline(always)]
     fn abs(self) -> Self {
         F32x1(f32::from_bits(self.0.to_bits() & 0x7fff_ffff))
     }
