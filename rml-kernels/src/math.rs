@@ -298,7 +298,7 @@ fn exp_reduce<V: Simd>(x: V) -> (V, V) {
 #[inline(always)]
 fn exp_normal_v<V: Simd>(x: V) -> V {
     let (n, p) = exp_reduce(x);
-    p.mul(n.pow2())
+    p.mul_pow2(n)
 }
 
 /// `e^x - 1` for `x` in `[0, 88]`, with full relative precision near 0: `2^n
@@ -331,7 +331,7 @@ pub(crate) fn exp_scaled_v<V: Simd>(x: V, k: f32) -> V {
     let (n, p) = exp_reduce(x);
     let n1 = n.mul(V::splat(0.5)).round();
     let n2 = n.sub(n1).add(V::splat(k));
-    p.mul(n1.pow2()).mul(n2.pow2())
+    p.mul_pow2(n1).mul_pow2(n2)
 }
 
 /// `(e, ln m)` with `x = 2^e m`, for positive normal finite `x` (no special
@@ -755,6 +755,40 @@ mod tests {
     use crate::elementwise::UnaryOp;
     use crate::simd::{MAX_LANES, dispatch};
     use crate::testing::{for_each_isa, test_len, ulp_error, unary_reference};
+
+    /// `pow2` and `mul_pow2` (AVX-512: `vscalefps`) on every path against f64
+    /// arithmetic: `2^n` exactly, and `p 2^n` rounded once, subnormal results too.
+    #[test]
+    fn pow2_scalings_are_exact_or_rounded_once() {
+        let ps = [
+            1.0f32,
+            1.5,
+            1.999_999_9,
+            0.75,
+            -1.25,
+            1.234_567_9,
+            0.500_000_06,
+        ];
+        for_each_isa(|isa| {
+            for n in -126..=127 {
+                let nf = n as f32;
+                let mut out = [0.0f32; MAX_LANES];
+                dispatch!(|V| V::splat(nf).pow2().store(&mut out));
+                assert_eq!(out[0], 2f64.powi(n) as f32, "{}: pow2({n})", isa.name());
+                for p in ps {
+                    dispatch!(|V| V::splat(p).mul_pow2(V::splat(nf)).store(&mut out));
+                    let want = (p as f64 * 2f64.powi(n)) as f32;
+                    assert_eq!(
+                        out[0].to_bits(),
+                        want.to_bits(),
+                        "{}: {p:e} * 2^{n} = {:e}, want {want:e}",
+                        isa.name(),
+                        out[0]
+                    );
+                }
+            }
+        });
+    }
 
     /// The table-driven erf on every path's `lookup8`: AVX2 runs it in
     /// production, scalar and NEON only here. Against f64 libm, within the bound.

@@ -253,9 +253,15 @@ impl Simd for F32x16 {
     fn all_in(self, lo: f32, hi: f32) -> bool {
         // SAFETY: AVX-512F available (module docs).
         unsafe {
+            if lo == -hi {
+                // A symmetric range (the callers' constants: folded): one compare
+                // of |x|, the `and` running beside the FP work.
+                let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.abs().0, _mm512_set1_ps(hi));
+                return below == 0xffff;
+            }
+            // The second compare runs under the first's mask: no mask `and`.
             let ge = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(self.0, _mm512_set1_ps(lo));
-            let lt = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, _mm512_set1_ps(hi));
-            ge & lt == 0xffff
+            _mm512_mask_cmp_ps_mask::<_CMP_LT_OQ>(ge, self.0, _mm512_set1_ps(hi)) == 0xffff
         }
     }
     #[inline(always)]
@@ -265,12 +271,15 @@ impl Simd for F32x16 {
     }
     #[inline(always)]
     fn pow2(self) -> Self {
-        // SAFETY: AVX-512F available (module docs).
-        unsafe {
-            let n = _mm512_cvtps_epi32(self.0);
-            let e = _mm512_slli_epi32::<23>(_mm512_add_epi32(n, splat_i32(127)));
-            F32x16(floats(e))
-        }
+        // SAFETY: AVX-512F available (module docs). One scalef of 1.0 (exact for
+        // integral lanes in range) where the bit construction takes three ops.
+        F32x16(unsafe { _mm512_scalef_ps(_mm512_set1_ps(1.0), self.0) })
+    }
+    #[inline(always)]
+    fn mul_pow2(self, n: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs). For integral `n`, scalef is
+        // `self · 2^n` rounded once under the default MXCSR (nearest, no FTZ).
+        F32x16(unsafe { _mm512_scalef_ps(self.0, n.0) })
     }
     #[inline(always)]
     fn exponent_mantissa(self) -> (Self, Self) {
