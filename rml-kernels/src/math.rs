@@ -472,7 +472,8 @@ pub(crate) fn softplus_v<V: Simd>(x: V) -> V {
     let s = t.div(V::splat(2.0).add(t));
     let u = s.mul(s);
     let l = s.mul(u).mul_add(horner(u, &LOG1P_R), s.add(s));
-    V::select(zero.lt(x), x, zero).add(l)
+    // max(x, 0), one `maxps` on x86 (a NaN x gives NaN through `l` either way).
+    zero.max_skip_nan(x).add(l)
 }
 
 /// `erf x`.

@@ -919,3 +919,48 @@ fn conversions_match_half_bit_for_bit() {
     let mut f = [0.0f32; 2];
     assert!(convert::f16_to_f32(&[f16::ONE], &mut f).is_err());
 }
+
+/// Outputs beyond 32 MiB are written with non-temporal stores (x86): the same bits
+/// as the plain stores of calls below that size, through an unaligned head, the
+/// streamed body and a tail, for a unary op, a flat binary op and a broadcast row.
+#[test]
+#[cfg(target_arch = "x86_64")]
+#[cfg_attr(miri, ignore)] // 100 MiB of buffers; the streamed path is one store.
+fn outputs_past_the_cache_size_stream_with_the_same_bits() {
+    const COLS: usize = 1024;
+    let rows = (32 << 20) / 4 / COLS + 1;
+    let n = rows * COLS;
+    let mut rng = Rng::new(17);
+    let mut a = vec![0.0f32; n];
+    let mut b = vec![0.0f32; n];
+    rng.fill(&mut a, -12.0, 12.0);
+    rng.fill(&mut b, -2.0, 2.0);
+    // An output starting 3 floats past a 64-byte boundary.
+    let (mut big, mut small) = (vec![0.0f32; n + 16], vec![0.0f32; n]);
+    let off = 3 + (16 - big.as_ptr().addr() / 4 % 16) % 16;
+    let chunk = 4096 * COLS;
+    let check = |big: &[f32], small: &[f32], what: &str| {
+        let bad = big.iter().zip(small).position(|(&x, &y)| !same(x, y));
+        assert!(bad.is_none(), "{what}: element {bad:?} differs");
+    };
+    for_each_isa(|isa| {
+        let out = &mut big[off..off + n];
+        unary(UnaryOp::Exp, &a, out).unwrap();
+        for (x, y) in a.chunks(chunk).zip(small.chunks_mut(chunk)) {
+            unary(UnaryOp::Exp, x, y).unwrap();
+        }
+        check(out, &small, &format!("{} exp", isa.name()));
+        for (rhs, name) in [
+            (Operand::Matrix(&b), "add"),
+            (Operand::Row(&b[..COLS]), "add row"),
+        ] {
+            let out = &mut big[off..off + n];
+            binary(BinaryOp::Add, Operand::Matrix(&a), rhs, COLS, 0..rows, out).unwrap();
+            for (r, y) in small.chunks_mut(chunk).enumerate() {
+                let rs = r * 4096..(r * 4096 + y.len() / COLS);
+                binary(BinaryOp::Add, Operand::Matrix(&a), rhs, COLS, rs, y).unwrap();
+            }
+            check(out, &small, &format!("{} {name}", isa.name()));
+        }
+    });
+}

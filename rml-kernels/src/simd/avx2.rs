@@ -64,6 +64,13 @@ impl Simd for F32x8 {
         unsafe { _mm256_storeu_ps(s.as_mut_ptr(), self.0) }
     }
     #[inline(always)]
+    fn store_stream(self, s: &mut [f32]) {
+        assert!(s.len() >= 8 && s.as_ptr().addr().is_multiple_of(32));
+        // SAFETY: `s` has room for 8 f32 and starts on a 32-byte boundary
+        // (checked), as `vmovntps` needs; AVX is available (module docs).
+        unsafe { _mm256_stream_ps(s.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
     fn load_tail(s: &[f32], pad: f32) -> Self {
         let mask = lanes_below(s.len());
         // SAFETY: the mask enables exactly the lanes `s` holds (at most 8,

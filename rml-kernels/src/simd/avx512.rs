@@ -81,6 +81,13 @@ impl Simd for F32x16 {
         unsafe { _mm512_storeu_ps(s.as_mut_ptr(), self.0) }
     }
     #[inline(always)]
+    fn store_stream(self, s: &mut [f32]) {
+        assert!(s.len() >= 16 && s.as_ptr().addr().is_multiple_of(64));
+        // SAFETY: `s` has room for 16 f32 and starts on a 64-byte boundary
+        // (checked), as `vmovntps` needs; AVX-512F is available (module docs).
+        unsafe { _mm512_stream_ps(s.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
     fn load_tail(s: &[f32], pad: f32) -> Self {
         let mask = lanes_below(s.len());
         // SAFETY: the mask enables exactly the lanes `s` holds (at most 16,

@@ -121,6 +121,15 @@ pub(crate) trait Simd: Copy {
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;
     /// `2^self` for integral lanes in `[-126, 127]`.
     fn pow2(self) -> Self;
+    /// Stores a whole vector to `s[..LANES]`, which must start on a `LANES * 4`-byte
+    /// boundary, past the caches where the ISA can (AVX2 and AVX-512 `vmovntps`): for
+    /// outputs too big to stay cached, it skips reading each line before writing
+    /// it. A plain store by default. Panics if `s` is short or misaligned; a caller
+    /// ends a run of these with [`store_fence`].
+    #[inline(always)]
+    fn store_stream(self, s: &mut [f32]) {
+        self.store(s)
+    }
     /// `self · 2^n` for integral lanes of `n` in `[-126, 127]`, rounded once (the
     /// product of a normal `self` with `n.pow2()`, which is what the default
     /// computes). AVX-512 does it in one `vscalefps` where the default takes four
@@ -203,6 +212,18 @@ pub(crate) fn head_len<V: Simd>(out: &[f32]) -> usize {
         0
     } else {
         ((bytes - past) / core::mem::size_of::<f32>()).min(out.len())
+    }
+}
+
+/// Orders the non-temporal stores before it ([`Simd::store_stream`]) before every
+/// later store, as the x86 memory model needs for another thread to see them in
+/// order. A no-op off x86_64.
+#[inline(always)]
+pub(crate) fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` is SSE, always present on x86_64; it touches no memory.
+    unsafe {
+        core::arch::x86_64::_mm_sfence()
     }
 }
 
