@@ -12,7 +12,7 @@ use rml_core::{Error, Result};
 
 use crate::math::tanh_v;
 use crate::math::{erf_v, exp_v, gelu_tanh_v, gelu_v, log_v, sigmoid_v, silu_v, softplus_v};
-use crate::simd::{Simd, dispatch, head_len, store_fence};
+use crate::simd::{Simd, dispatch, head_len, put, store_fence};
 
 /// A unary f32 function applied elementwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,19 +197,8 @@ fn map_short<V: Simd>(x: &[f32], y: &mut [f32], f: &impl Fn(V) -> V) {
 const STREAM_STORE_MIN_BYTES: usize = 32 << 20;
 
 /// Whether an elementwise call writing `len` f32 streams its output past the caches.
-fn streams_out(len: usize) -> bool {
+pub(crate) fn streams_out(len: usize) -> bool {
     len.saturating_mul(core::mem::size_of::<f32>()) > STREAM_STORE_MIN_BYTES
-}
-
-/// Stores a whole vector to `y`, past the caches when `stream` (then `y` is
-/// vector-aligned: the kernels below peel a head first).
-#[inline(always)]
-fn put<V: Simd>(v: V, y: &mut [f32], stream: bool) {
-    if stream {
-        v.store_stream(y);
-    } else {
-        v.store(y);
-    }
 }
 
 /// `y = f(x)` vector by vector, stores aligned to whole vectors (see [`head_len`]);

@@ -10,9 +10,9 @@ use core::ops::Range;
 
 use rml_core::{Error, Result};
 
-use crate::elementwise::check_rows;
+use crate::elementwise::{check_rows, streams_out};
 use crate::reduce::{row_mean_var, row_sum_map, streams};
-use crate::simd::{Simd, dispatch, sqrt_f32};
+use crate::simd::{Simd, dispatch, put, sqrt_f32, store_fence};
 
 /// `out[i] = f32(((f64(x[i]) − mean) · inv_std) · w + b)` with `params` = `[mean,
 /// inv_std, w, b]`, each operation rounded in f64 and the result once to f32: the
@@ -43,22 +43,25 @@ fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
 
 /// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,
 /// absent beta = 0). Picks a loop per combination of present parameters, so no
-/// loop tests an `Option` per vector.
+/// loop tests an `Option` per vector. With `stream` (an output beyond the cache,
+/// see [`streams_out`]) a row that starts on a vector boundary is written past the
+/// caches; the caller fences.
 #[inline(always)]
 fn affine_row<V: Simd>(
     x: &[f32],
     y: &mut [f32],
-    shift: f32,
-    scale: f32,
+    [shift, scale]: [f32; 2],
     gamma: Option<&[f32]>,
     beta: Option<&[f32]>,
+    stream: bool,
 ) {
-    let (sh, sc) = (shift, scale);
+    let t = [shift, scale];
+    let s = stream && y.as_ptr().addr().is_multiple_of(V::LANES * 4);
     match (gamma, beta) {
-        (Some(g), Some(b)) => affine_cols::<V, true, true>(x, y, sh, sc, g, b),
-        (Some(g), None) => affine_cols::<V, true, false>(x, y, sh, sc, g, &[]),
-        (None, Some(b)) => affine_cols::<V, false, true>(x, y, sh, sc, &[], b),
-        (None, None) => affine_cols::<V, false, false>(x, y, sh, sc, &[], &[]),
+        (Some(g), Some(b)) => affine_cols::<V, true, true>(x, y, t, g, b, s),
+        (Some(g), None) => affine_cols::<V, true, false>(x, y, t, g, &[], s),
+        (None, Some(b)) => affine_cols::<V, false, true>(x, y, t, &[], b, s),
+        (None, None) => affine_cols::<V, false, false>(x, y, t, &[], &[], s),
     }
 }
 
@@ -68,10 +71,10 @@ fn affine_row<V: Simd>(
 fn affine_cols<V: Simd, const G: bool, const B: bool>(
     x: &[f32],
     y: &mut [f32],
-    shift: f32,
-    scale: f32,
+    [shift, scale]: [f32; 2],
     gamma: &[f32],
     beta: &[f32],
+    stream: bool,
 ) {
     let l = V::LANES;
     let n = x.len();
@@ -86,7 +89,7 @@ fn affine_cols<V: Simd, const G: bool, const B: bool>(
     for ((xc, yc), (gc, bc)) in rows.zip(params) {
         let g = if G { V::load(gc) } else { one };
         let b = if B { V::load(bc) } else { zero };
-        V::load(xc).sub(sh).mul(sc).mul_add(g, b).store(yc);
+        put(V::load(xc).sub(sh).mul(sc).mul_add(g, b), yc, stream);
     }
     if main < n {
         let g = if G {
@@ -134,14 +137,17 @@ pub fn layer_norm_rows(
         return Ok(());
     }
     let x = &x[first..first + count];
-    let stream = streams(count);
+    let (stream, stream_out) = (streams(count), streams_out(count));
     dispatch!(|V| {
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
             let (mean, var) = row_mean_var::<V>(xr, stream);
             let rstd = 1.0 / sqrt_f32(var + eps);
-            affine_row::<V>(xr, yr, mean, rstd, gamma, beta);
+            affine_row::<V>(xr, yr, [mean, rstd], gamma, beta, stream_out);
         }
     });
+    if stream_out {
+        store_fence();
+    }
     Ok(())
 }
 
@@ -162,6 +168,7 @@ pub fn rms_norm_rows(
         return Ok(());
     }
     let x = &x[first..first + count];
+    let stream_out = streams_out(count);
     dispatch!(|V| {
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
             let ms = row_sum_map::<V>(
@@ -170,8 +177,11 @@ pub fn rms_norm_rows(
                 |v| v.mul(v),
             ) / cols as f32;
             let rstd = 1.0 / sqrt_f32(ms + eps);
-            affine_row::<V>(xr, yr, 0.0, rstd, gamma, None);
+            affine_row::<V>(xr, yr, [0.0, rstd], gamma, None, stream_out);
         }
     });
+    if stream_out {
+        store_fence();
+    }
     Ok(())
 }

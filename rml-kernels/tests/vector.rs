@@ -922,7 +922,8 @@ fn conversions_match_half_bit_for_bit() {
 
 /// Outputs beyond 32 MiB are written with non-temporal stores (x86): the same bits
 /// as the plain stores of calls below that size, through an unaligned head, the
-/// streamed body and a tail, for a unary op, a flat binary op and a broadcast row.
+/// streamed body and a tail, for a unary op, a flat binary op and a broadcast row,
+/// and row by row for layer and RMS norm.
 #[test]
 #[cfg(target_arch = "x86_64")]
 #[cfg_attr(miri, ignore)] // 100 MiB of buffers; the streamed path is one store.
@@ -961,6 +962,23 @@ fn outputs_past_the_cache_size_stream_with_the_same_bits() {
                 binary(BinaryOp::Add, Operand::Matrix(&a), rhs, COLS, rs, y).unwrap();
             }
             check(out, &small, &format!("{} {name}", isa.name()));
+        }
+        let (g, beta) = (&b[..COLS], &b[COLS..2 * COLS]);
+        for (rms, name) in [(false, "layer_norm"), (true, "rms_norm")] {
+            let norm = |rs: std::ops::Range<usize>, y: &mut [f32]| {
+                if rms {
+                    rms_norm_rows(&a, COLS, rs, Some(g), 1e-5, y).unwrap()
+                } else {
+                    layer_norm_rows(&a, COLS, rs, Some(g), Some(beta), 1e-5, y).unwrap()
+                }
+            };
+            // Rows on 64-byte boundaries: those are the ones streamed.
+            let at = off - 3;
+            norm(0..rows, &mut big[at..at + n]);
+            for (r, y) in small.chunks_mut(chunk).enumerate() {
+                norm(r * 4096..r * 4096 + y.len() / COLS, y);
+            }
+            check(&big[at..at + n], &small, &format!("{} {name}", isa.name()));
         }
     });
 }

@@ -215,6 +215,17 @@ pub(crate) fn head_len<V: Simd>(out: &[f32]) -> usize {
     }
 }
 
+/// Stores a whole vector to `y`, past the caches ([`Simd::store_stream`]) when
+/// `stream` (then `y` must start on a vector boundary).
+#[inline(always)]
+pub(crate) fn put<V: Simd>(v: V, y: &mut [f32], stream: bool) {
+    if stream {
+        v.store_stream(y);
+    } else {
+        v.store(y);
+    }
+}
+
 /// Orders the non-temporal stores before it ([`Simd::store_stream`]) before every
 /// later store, as the x86 memory model needs for another thread to see them in
 /// order. A no-op off x86_64.
