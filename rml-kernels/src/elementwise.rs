@@ -192,8 +192,8 @@ fn map_short<V: Simd>(x: &[f32], y: &mut [f32], f: &impl Fn(V) -> V) {
 /// ([`Simd::store_stream`]): it exceeds the L3 of the machines measured here (32
 /// MiB on the Zen 3 and the Zen 5), so it could not stay cached for its reader,
 /// and non-temporal stores save reading every line before overwriting it, as
-/// memcpy does past a similar size. 64 MiB ReLU and exp run at 1.2–1.3× memcpy's
-/// speed this way, 1.0–1.1× with plain stores (session 17).
+/// memcpy does past a similar size. 64 MiB ReLU and exp took 0.63–0.73× the time
+/// of the same run's memcpy this way, 0.8–1.2× with plain stores (session 17).
 const STREAM_STORE_MIN_BYTES: usize = 32 << 20;
 
 /// Whether an elementwise call writing `len` f32 streams its output past the caches.

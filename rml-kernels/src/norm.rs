@@ -50,18 +50,19 @@ fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
 fn affine_row<V: Simd>(
     x: &[f32],
     y: &mut [f32],
-    [shift, scale]: [f32; 2],
+    shift: f32,
+    scale: f32,
     gamma: Option<&[f32]>,
     beta: Option<&[f32]>,
     stream: bool,
 ) {
-    let t = [shift, scale];
+    let (sh, sc) = (shift, scale);
     let s = stream && y.as_ptr().addr().is_multiple_of(V::LANES * 4);
     match (gamma, beta) {
-        (Some(g), Some(b)) => affine_cols::<V, true, true>(x, y, t, g, b, s),
-        (Some(g), None) => affine_cols::<V, true, false>(x, y, t, g, &[], s),
-        (None, Some(b)) => affine_cols::<V, false, true>(x, y, t, &[], b, s),
-        (None, None) => affine_cols::<V, false, false>(x, y, t, &[], &[], s),
+        (Some(g), Some(b)) => affine_cols::<V, true, true>(x, y, sh, sc, g, b, s),
+        (Some(g), None) => affine_cols::<V, true, false>(x, y, sh, sc, g, &[], s),
+        (None, Some(b)) => affine_cols::<V, false, true>(x, y, sh, sc, &[], b, s),
+        (None, None) => affine_cols::<V, false, false>(x, y, sh, sc, &[], &[], s),
     }
 }
 
@@ -71,7 +72,8 @@ fn affine_row<V: Simd>(
 fn affine_cols<V: Simd, const G: bool, const B: bool>(
     x: &[f32],
     y: &mut [f32],
-    [shift, scale]: [f32; 2],
+    shift: f32,
+    scale: f32,
     gamma: &[f32],
     beta: &[f32],
     stream: bool,
@@ -142,7 +144,7 @@ pub fn layer_norm_rows(
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
             let (mean, var) = row_mean_var::<V>(xr, stream);
             let rstd = 1.0 / sqrt_f32(var + eps);
-            affine_row::<V>(xr, yr, [mean, rstd], gamma, beta, stream_out);
+            affine_row::<V>(xr, yr, mean, rstd, gamma, beta, stream_out);
         }
     });
     if stream_out {
@@ -177,7 +179,7 @@ pub fn rms_norm_rows(
                 |v| v.mul(v),
             ) / cols as f32;
             let rstd = 1.0 / sqrt_f32(ms + eps);
-            affine_row::<V>(xr, yr, [0.0, rstd], gamma, None, stream_out);
+            affine_row::<V>(xr, yr, 0.0, rstd, gamma, None, stream_out);
         }
     });
     if stream_out {
