@@ -262,6 +262,12 @@ impl Simd for F32x8 {
     fn all_in(self, lo: f32, hi: f32) -> bool {
         // SAFETY: AVX available (module docs).
         unsafe {
+            if lo == -hi {
+                // A symmetric range (the callers' constants: folded): one compare
+                // of |x| (NaN compares false).
+                let below = _mm256_cmp_ps::<_CMP_LT_OQ>(self.abs().0, _mm256_set1_ps(hi));
+                return _mm256_movemask_ps(below) == 0xff;
+            }
             let ge = _mm256_cmp_ps::<_CMP_GE_OQ>(self.0, _mm256_set1_ps(lo));
             let lt = _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, _mm256_set1_ps(hi));
             _mm256_movemask_ps(_mm256_and_ps(ge, lt)) == 0xff

@@ -115,7 +115,10 @@ pub(crate) trait Simd: Copy {
     /// Lanes that are NaN.
     fn is_nan(self) -> Self::Mask;
     /// Whether every lane lies in `[lo, hi)` (false if any lane is NaN): the
-    /// test that sends a whole vector down a kernel's common-case path.
+    /// test that sends a whole vector down a kernel's common-case path. For a
+    /// symmetric range (`lo == -hi`) the vector paths test `|x| < hi`, which also
+    /// turns down a lane at exactly `lo`: that vector takes the full path, which
+    /// gives the same values.
     fn all_in(self, lo: f32, hi: f32) -> bool;
     /// `m ? a : b` lane-wise.
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;

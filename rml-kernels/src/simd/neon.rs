@@ -179,6 +179,11 @@ impl Simd for F32x4 {
     fn all_in(self, lo: f32, hi: f32) -> bool {
         // SAFETY: NEON is baseline.
         unsafe {
+            if lo == -hi {
+                // A symmetric range (the callers' constants: folded): one compare
+                // of |x| (NaN compares false).
+                return vminvq_u32(vcltq_f32(vabsq_f32(self.0), vdupq_n_f32(hi))) != 0;
+            }
             let ge = vcgeq_f32(self.0, vdupq_n_f32(lo));
             let lt = vcltq_f32(self.0, vdupq_n_f32(hi));
             vminvq_u32(vandq_u32(ge, lt)) != 0
