@@ -201,10 +201,22 @@ pub(crate) fn streams_out(len: usize) -> bool {
     len.saturating_mul(core::mem::size_of::<f32>()) > STREAM_STORE_MIN_BYTES
 }
 
-/// `y = f(x)` vector by vector, stores aligned to whole vectors (see [`head_len`]);
-/// with `stream`, the whole vectors go past the caches (the caller fences).
+/// `y = f(x)` with plain stores ([`map_to`]).
 #[inline(always)]
-fn map<V: Simd>(x: &[f32], y: &mut [f32], stream: bool, f: impl Fn(V) -> V) {
+fn map<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
+    map_to::<V, false>(x, y, f);
+}
+
+/// `y = f(x)` with the whole vectors past the caches ([`map_to`]; the caller fences).
+#[inline(always)]
+fn map_streamed<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
+    map_to::<V, true>(x, y, f);
+}
+
+/// `y = f(x)` vector by vector, stores aligned to whole vectors (see [`head_len`]);
+/// with `S`, the whole vectors go past the caches.
+#[inline(always)]
+fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
     let (xh, x) = x.split_at(head_len::<V>(y));
     let (yh, y) = y.split_at_mut(xh.len());
     map_short(xh, yh, &f);
@@ -222,11 +234,11 @@ fn map<V: Simd>(x: &[f32], y: &mut [f32], stream: bool, f: impl Fn(V) -> V) {
     for (xc, yc) in xp.chunks_exact(2 * l).zip(yp.chunks_exact_mut(2 * l)) {
         let (y0, y1) = yc.split_at_mut(l);
         let (v0, v1) = (f(V::load(&xc[..l])), f(V::load(&xc[l..])));
-        put(v0, y0, stream);
-        put(v1, y1, stream);
+        put::<V, S>(v0, y0);
+        put::<V, S>(v1, y1);
     }
     for (xc, yc) in xr.chunks_exact(l).zip(yr.chunks_exact_mut(l)) {
-        put(f(V::load(xc)), yc, stream);
+        put::<V, S>(f(V::load(xc)), yc);
     }
     map_short(xt, yt, &f);
 }
@@ -288,10 +300,11 @@ pub fn unary(op: UnaryOp, x: &[f32], y: &mut [f32]) -> Result<()> {
             got: y.len(),
         });
     }
-    let stream = streams_out(y.len());
-    dispatch!(|V| each_unary!(op, map(x, y, stream)));
-    if stream {
+    if streams_out(y.len()) {
+        dispatch!(|V| each_unary!(op, map_streamed(x, y)));
         store_fence();
+    } else {
+        dispatch!(|V| each_unary!(op, map(x, y)));
     }
     Ok(())
 }
@@ -335,7 +348,12 @@ fn zip_short<V: Simd>(a: &[f32], b: &[f32], out: &mut [f32], f: &impl Fn(V, V) -
 }
 
 #[inline(always)]
-fn bin_rows<V: Simd>(a: Src<'_>, b: Src<'_>, out: &mut [f32], stream: bool, f: impl Fn(V, V) -> V) {
+fn bin_rows<V: Simd, const S: bool>(
+    a: Src<'_>,
+    b: Src<'_>,
+    out: &mut [f32],
+    f: impl Fn(V, V) -> V,
+) {
     let n = out.len();
     match (a, b) {
         (Src::Slice(a), Src::Slice(b)) => {
@@ -351,26 +369,24 @@ fn bin_rows<V: Simd>(a: Src<'_>, b: Src<'_>, out: &mut [f32], stream: bool, f: i
                 .zip(b.chunks_exact(l))
                 .zip(om.chunks_exact_mut(l))
             {
-                put(f(V::load(ac), V::load(bc)), oc, stream);
+                put::<V, S>(f(V::load(ac), V::load(bc)), oc);
             }
             zip_short(&a[main..], &b[main..], ot, &f);
         }
         (Src::Slice(a), Src::Splat(s)) => {
             let s = V::splat(s);
-            map::<V>(
+            map_to::<V, S>(
                 &a[..n],
                 out,
-                stream,
                 #[inline(always)]
                 |x| f(x, s),
             );
         }
         (Src::Splat(s), Src::Slice(b)) => {
             let s = V::splat(s);
-            map::<V>(
+            map_to::<V, S>(
                 &b[..n],
                 out,
-                stream,
                 #[inline(always)]
                 |x| f(s, x),
             );
@@ -385,53 +401,47 @@ fn bin_rows<V: Simd>(a: Src<'_>, b: Src<'_>, out: &mut [f32], stream: bool, f: i
 }
 
 #[inline(always)]
-fn bin_v<V: Simd>(op: BinaryOp, a: Src<'_>, b: Src<'_>, out: &mut [f32], stream: bool) {
+fn bin_v<V: Simd, const S: bool>(op: BinaryOp, a: Src<'_>, b: Src<'_>, out: &mut [f32]) {
     match op {
-        BinaryOp::Add => bin_rows::<V>(
+        BinaryOp::Add => bin_rows::<V, S>(
             a,
             b,
             out,
-            stream,
             #[inline(always)]
             |x, y| x.add(y),
         ),
-        BinaryOp::Sub => bin_rows::<V>(
+        BinaryOp::Sub => bin_rows::<V, S>(
             a,
             b,
             out,
-            stream,
             #[inline(always)]
             |x, y| x.sub(y),
         ),
-        BinaryOp::Mul => bin_rows::<V>(
+        BinaryOp::Mul => bin_rows::<V, S>(
             a,
             b,
             out,
-            stream,
             #[inline(always)]
             |x, y| x.mul(y),
         ),
-        BinaryOp::Div => bin_rows::<V>(
+        BinaryOp::Div => bin_rows::<V, S>(
             a,
             b,
             out,
-            stream,
             #[inline(always)]
             |x, y| x.div(y),
         ),
-        BinaryOp::Max => bin_rows::<V>(
+        BinaryOp::Max => bin_rows::<V, S>(
             a,
             b,
             out,
-            stream,
             #[inline(always)]
             |x, y| x.max(y),
         ),
-        BinaryOp::Min => bin_rows::<V>(
+        BinaryOp::Min => bin_rows::<V, S>(
             a,
             b,
             out,
-            stream,
             #[inline(always)]
             |x, y| x.min(y),
         ),
@@ -469,6 +479,29 @@ fn operand_src<'a>(o: Operand<'a>, cols: usize, rows: &Range<usize>) -> Result<O
     }
 }
 
+/// [`binary`]'s work once its operands are checked: one flat run when neither
+/// operand is per-row (`src` both `Some`), else row by row; with `S`, the whole
+/// vectors go past the caches.
+#[inline(always)]
+fn binary_v<V: Simd, const S: bool>(
+    op: BinaryOp,
+    [a, b]: [Option<Src<'_>>; 2],
+    [lhs, rhs]: [Operand<'_>; 2],
+    cols: usize,
+    out: &mut [f32],
+) {
+    match (a, b) {
+        (Some(a), Some(b)) => bin_v::<V, S>(op, a, b, out),
+        _ => {
+            for (i, o) in out.chunks_exact_mut(cols.max(1)).enumerate() {
+                let at = i * cols;
+                let (ra, rb) = (row_src(a, lhs, at, cols), row_src(b, rhs, at, cols));
+                bin_v::<V, S>(op, ra, rb, o);
+            }
+        }
+    }
+}
+
 /// `out = lhs op rhs` over rows `rows` of a `cols`-column row-major matrix, with
 /// [`Operand::Row`] and [`Operand::Scalar`] broadcast along the last axis.
 ///
@@ -494,17 +527,11 @@ pub fn binary(
     let a = operand_src(lhs, cols, &rows)?;
     let b = operand_src(rhs, cols, &rows)?;
     let stream = streams_out(out.len());
-    dispatch!(|V| match (a, b) {
-        // No per-row operand: the whole block is one flat run.
-        (Some(a), Some(b)) => bin_v::<V>(op, a, b, out, stream),
-        _ => {
-            for (i, o) in out.chunks_exact_mut(cols.max(1)).enumerate() {
-                let at = i * cols;
-                let (ra, rb) = (row_src(a, lhs, at, cols), row_src(b, rhs, at, cols));
-                bin_v::<V>(op, ra, rb, o, stream);
-            }
-        }
-    });
+    if stream {
+        dispatch!(|V| binary_v::<V, true>(op, [a, b], [lhs, rhs], cols, out));
+    } else {
+        dispatch!(|V| binary_v::<V, false>(op, [a, b], [lhs, rhs], cols, out));
+    }
     if stream {
         store_fence();
     }

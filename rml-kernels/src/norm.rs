@@ -41,13 +41,10 @@ fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
     }
 }
 
-/// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,
-/// absent beta = 0). Picks a loop per combination of present parameters, so no
-/// loop tests an `Option` per vector. With `stream` (an output beyond the cache,
-/// see [`streams_out`]) a row that starts on a vector boundary is written past the
-/// caches; the caller fences.
+/// [`affine_row`] past the caches when `stream` (an output beyond the cache, see
+/// [`streams_out`]) and the row starts on a vector boundary; the caller fences.
 #[inline(always)]
-fn affine_row<V: Simd>(
+fn affine_row_out<V: Simd>(
     x: &[f32],
     y: &mut [f32],
     shift: f32,
@@ -56,27 +53,45 @@ fn affine_row<V: Simd>(
     beta: Option<&[f32]>,
     stream: bool,
 ) {
+    if V::LANES > 1 && stream && y.as_ptr().addr().is_multiple_of(V::LANES * 4) {
+        affine_row::<V, true>(x, y, shift, scale, gamma, beta);
+    } else {
+        affine_row::<V, false>(x, y, shift, scale, gamma, beta);
+    }
+}
+
+/// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,
+/// absent beta = 0), past the caches with `S`. Picks a loop per combination of
+/// present parameters, so no loop tests an `Option` per vector.
+#[inline(always)]
+fn affine_row<V: Simd, const S: bool>(
+    x: &[f32],
+    y: &mut [f32],
+    shift: f32,
+    scale: f32,
+    gamma: Option<&[f32]>,
+    beta: Option<&[f32]>,
+) {
     let (sh, sc) = (shift, scale);
-    let s = stream && y.as_ptr().addr().is_multiple_of(V::LANES * 4);
     match (gamma, beta) {
-        (Some(g), Some(b)) => affine_cols::<V, true, true>(x, y, sh, sc, g, b, s),
-        (Some(g), None) => affine_cols::<V, true, false>(x, y, sh, sc, g, &[], s),
-        (None, Some(b)) => affine_cols::<V, false, true>(x, y, sh, sc, &[], b, s),
-        (None, None) => affine_cols::<V, false, false>(x, y, sh, sc, &[], &[], s),
+        (Some(g), Some(b)) => affine_cols::<V, true, true, S>(x, y, sh, sc, g, b),
+        (Some(g), None) => affine_cols::<V, true, false, S>(x, y, sh, sc, g, &[]),
+        (None, Some(b)) => affine_cols::<V, false, true, S>(x, y, sh, sc, &[], b),
+        (None, None) => affine_cols::<V, false, false, S>(x, y, sh, sc, &[], &[]),
     }
 }
 
 /// [`affine_row`] with `gamma` present when `G` (else 1) and `beta` when `B`
-/// (else 0): the same `mul_add` either way, so the same bits.
+/// (else 0): the same `mul_add` either way, so the same bits; past the caches
+/// with `S`.
 #[inline(always)]
-fn affine_cols<V: Simd, const G: bool, const B: bool>(
+fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
     x: &[f32],
     y: &mut [f32],
     shift: f32,
     scale: f32,
     gamma: &[f32],
     beta: &[f32],
-    stream: bool,
 ) {
     let l = V::LANES;
     let n = x.len();
@@ -91,7 +106,7 @@ fn affine_cols<V: Simd, const G: bool, const B: bool>(
     for ((xc, yc), (gc, bc)) in rows.zip(params) {
         let g = if G { V::load(gc) } else { one };
         let b = if B { V::load(bc) } else { zero };
-        put(V::load(xc).sub(sh).mul(sc).mul_add(g, b), yc, stream);
+        put::<V, S>(V::load(xc).sub(sh).mul(sc).mul_add(g, b), yc);
     }
     if main < n {
         let g = if G {
@@ -144,7 +159,7 @@ pub fn layer_norm_rows(
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
             let (mean, var) = row_mean_var::<V>(xr, stream);
             let rstd = 1.0 / sqrt_f32(var + eps);
-            affine_row::<V>(xr, yr, mean, rstd, gamma, beta, stream_out);
+            affine_row_out::<V>(xr, yr, mean, rstd, gamma, beta, stream_out);
         }
     });
     if stream_out {
@@ -179,7 +194,7 @@ pub fn rms_norm_rows(
                 |v| v.mul(v),
             ) / cols as f32;
             let rstd = 1.0 / sqrt_f32(ms + eps);
-            affine_row::<V>(xr, yr, 0.0, rstd, gamma, None, stream_out);
+            affine_row_out::<V>(xr, yr, 0.0, rstd, gamma, None, stream_out);
         }
     });
     if stream_out {
