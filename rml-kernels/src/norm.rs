@@ -41,28 +41,16 @@ fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
     }
 }
 
-/// [`affine_row`] past the caches when `stream` (an output beyond the cache, see
-/// [`streams_out`]) and the row starts on a vector boundary; the caller fences.
+/// Whether a row of an output beyond the cache (`stream`, see [`streams_out`])
+/// goes past the caches: when it starts on a vector boundary.
 #[inline(always)]
-fn affine_row_out<V: Simd>(
-    x: &[f32],
-    y: &mut [f32],
-    shift: f32,
-    scale: f32,
-    gamma: Option<&[f32]>,
-    beta: Option<&[f32]>,
-    stream: bool,
-) {
-    if V::LANES > 1 && stream && y.as_ptr().addr().is_multiple_of(V::LANES * 4) {
-        affine_row::<V, true>(x, y, shift, scale, gamma, beta);
-    } else {
-        affine_row::<V, false>(x, y, shift, scale, gamma, beta);
-    }
+fn streams_row<V: Simd>(y: &[f32], stream: bool) -> bool {
+    V::LANES > 1 && stream && y.as_ptr().addr().is_multiple_of(V::LANES * 4)
 }
 
 /// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,
-/// absent beta = 0), past the caches with `S`. Picks a loop per combination of
-/// present parameters, so no loop tests an `Option` per vector.
+/// absent beta = 0), past the caches with `S` (the caller fences). Picks a loop
+/// per combination of present parameters, so no loop tests an `Option` per vector.
 #[inline(always)]
 fn affine_row<V: Simd, const S: bool>(
     x: &[f32],
@@ -159,7 +147,11 @@ pub fn layer_norm_rows(
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
             let (mean, var) = row_mean_var::<V>(xr, stream);
             let rstd = 1.0 / sqrt_f32(var + eps);
-            affine_row_out::<V>(xr, yr, mean, rstd, gamma, beta, stream_out);
+            if streams_row::<V>(yr, stream_out) {
+                affine_row::<V, true>(xr, yr, mean, rstd, gamma, beta);
+            } else {
+                affine_row::<V, false>(xr, yr, mean, rstd, gamma, beta);
+            }
         }
     });
     if stream_out {
@@ -194,7 +186,11 @@ pub fn rms_norm_rows(
                 |v| v.mul(v),
             ) / cols as f32;
             let rstd = 1.0 / sqrt_f32(ms + eps);
-            affine_row_out::<V>(xr, yr, 0.0, rstd, gamma, None, stream_out);
+            if streams_row::<V>(yr, stream_out) {
+                affine_row::<V, true>(xr, yr, 0.0, rstd, gamma, None);
+            } else {
+                affine_row::<V, false>(xr, yr, 0.0, rstd, gamma, None);
+            }
         }
     });
     if stream_out {
