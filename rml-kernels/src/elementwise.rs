@@ -526,14 +526,11 @@ pub fn binary(
     }
     let a = operand_src(lhs, cols, &rows)?;
     let b = operand_src(rhs, cols, &rows)?;
-    let stream = streams_out(out.len());
-    if stream {
+    if streams_out(out.len()) {
         dispatch!(|V| binary_v::<V, true>(op, [a, b], [lhs, rhs], cols, out));
+        store_fence();
     } else {
         dispatch!(|V| binary_v::<V, false>(op, [a, b], [lhs, rhs], cols, out));
-    }
-    if stream {
-        store_fence();
     }
     Ok(())
 }

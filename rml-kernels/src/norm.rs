@@ -12,7 +12,7 @@ use rml_core::{Error, Result};
 
 use crate::elementwise::{check_rows, streams_out};
 use crate::reduce::{row_mean_var, row_sum_map, streams};
-use crate::simd::{Simd, dispatch, put, sqrt_f32, store_fence};
+use crate::simd::{Simd, dispatch, head_len, put, sqrt_f32, store_fence};
 
 /// `out[i] = f32(((f64(x[i]) − mean) · inv_std) · w + b)` with `params` = `[mean,
 /// inv_std, w, b]`, each operation rounded in f64 and the result once to f32: the
@@ -42,10 +42,11 @@ fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
 }
 
 /// Whether a row of an output beyond the cache (`stream`, see [`streams_out`])
-/// goes past the caches: when it starts on a vector boundary.
+/// goes past the caches: on the vector paths, when it starts on a vector boundary
+/// (no head to peel). The one-lane path keeps a single instance of its loops.
 #[inline(always)]
 fn streams_row<V: Simd>(y: &[f32], stream: bool) -> bool {
-    V::LANES > 1 && stream && y.as_ptr().addr().is_multiple_of(V::LANES * 4)
+    V::LANES > 1 && stream && head_len::<V>(y) == 0
 }
 
 /// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,

@@ -222,10 +222,10 @@ pub(crate) fn head_len<V: Simd>(out: &[f32]) -> usize {
 /// `S` (then `y` must start on a vector boundary). A const parameter, so that the
 /// kernels' loops carry no test per store: with a run-time flag inside them the
 /// scalar ReLU, which LLVM then no longer auto-vectorized, ran 5× slower and the
-/// AVX-512 `mul_row` 15 % slower. The one-lane type never streams.
+/// AVX-512 `mul_row` 15 % slower.
 #[inline(always)]
 pub(crate) fn put<V: Simd, const S: bool>(v: V, y: &mut [f32]) {
-    if S && V::LANES > 1 {
+    if S {
         v.store_stream(y);
     } else {
         v.store(y);
