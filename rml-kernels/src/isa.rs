@@ -113,10 +113,19 @@ pub fn detect() -> Isa {
 }
 
 /// The ISA kernels dispatch to: the forced one, else the detected one (cached).
+/// Inlined into every kernel's dispatch: after the first call, one load.
+#[inline]
 pub fn active() -> Isa {
-    if let Some(isa) = Isa::from_u8(ACTIVE.load(Ordering::Relaxed)) {
-        return isa;
+    match Isa::from_u8(ACTIVE.load(Ordering::Relaxed)) {
+        Some(isa) => isa,
+        None => detect_once(),
     }
+}
+
+/// [`active`]'s first call: detects the ISA and caches it.
+#[cold]
+#[inline(never)]
+fn detect_once() -> Isa {
     let isa = detect();
     ACTIVE.store(isa as u8, Ordering::Relaxed);
     isa

@@ -330,11 +330,14 @@ macro_rules! dispatch {
                 type $V = $crate::simd::neon::F32x4;
                 $body
             }
-            _ => {
-                #[allow(dead_code)]
-                type $V = $crate::simd::scalar::F32x1;
-                $body
-            }
+            _ => $crate::simd::scalar::run(
+                #[inline(always)]
+                || {
+                    #[allow(dead_code)]
+                    type $V = $crate::simd::scalar::F32x1;
+                    $body
+                },
+            ),
         }
     }};
 }

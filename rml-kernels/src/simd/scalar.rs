@@ -3,6 +3,13 @@
 
 use super::{SQRT_HALF_BITS, Simd};
 
+/// Runs a kernel's scalar instance out of line, as the SIMD paths' `run` do, so
+/// the dispatching function keeps a small stack frame of its own.
+#[inline(never)]
+pub(crate) fn run<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
 /// One f32 lane.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct F32x1(pub(crate) f32);
