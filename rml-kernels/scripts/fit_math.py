@@ -96,44 +96,109 @@ def rust_f32(x):
     return f"{sign}{whole}.{frac}{tail}"
 
 
-def gelu_table():
-    """-Phi(-a) = c_i + t P_i(t), t = a - i/2, i = round(2a), a = |x| < 3.75 (AVX2 GELU).
+def fit_interval(f, a, center, degree, rows):
+    """Fits `f(a) = c + t P(t)`, `t = a - center`, on the grid `a` for a table.
 
+    `c` is `f(center)` rounded to f32 and the degree-`degree` `P` is fitted to the
+    relative error of `f`, its coefficients rounded to f32 one at a time (lowest
+    degree first), each round followed by a refit of the higher ones, so the later
+    fits absorb the rounding. Appends the coefficients to `rows` (highest degree
+    first, then `c`: one table row each) and returns the max relative error of the
+    rounded fit in float64.
+    """
+    t = a - center
+    ci = float(np.float32(f(center)))
+    v = np.vander(t, degree, increasing=True) * t[:, None]
+    target, weight = f(a) - ci, 1.0 / f(a)
+    fixed = []
+    for k in range(degree):
+        done = v[:, :k] @ np.array(fixed) if fixed else 0.0
+        c = lawson_basis(v[:, k:], target - done, weight)
+        fixed.append(float(np.float32(c[0])))
+    c32 = np.array(fixed)
+    for k, coef in enumerate(c32[::-1]):
+        rows[k].append(coef)
+    rows[degree].append(ci)
+    return np.max(np.abs((v @ c32 + ci - f(a)) / f(a)))
+
+
+def print_table(name, rows, sign=1.0):
+    """Prints `rows` as a Rust `[[f32; N]; M]` constant, each entry times `sign`."""
+    print(f"const {name}: [[f32; {len(rows[0])}]; {len(rows)}] = [")
+    for r in rows:
+        print("    [" + ", ".join(rust_f32(sign * x) for x in r) + "],")
+    print("];")
+
+
+def gelu_table():
+    """GELU's sixteen-interval table, `i = round(2a)`, `t = a - i/2`, `a = |x|`.
+
+    Intervals 0-7 (`a < 3.75`, the AVX2 table): `-Phi(-a) = c_i + t P_i(t)`.
     Phi(-a) = erfc(a/sqrt2)/2 is the standard normal's lower tail, so GELU is
     `relu(x) - a Phi(-a)`: the table holds -Phi(-a) so that the last step is one
-    FMA (the fit is that of Phi(-a), negated when printed). Interval i covers
-    [i/2 - 1/4, i/2 + 1/4] (interval 0: [0, 1/4]). `c_i` is Phi(-i/2) rounded to f32
-    and the degree-6 `P_i` is fitted to the relative error of Phi(-a), its
-    coefficients rounded to f32 one at a time (lowest degree first), each round
-    followed by a refit of the higher ones, so the later fits absorb the
-    rounding. Printed as one row per coefficient (highest degree first, then
-    `c_i`), eight intervals per row: the `vpermps` tables.
+    FMA. Interval i covers [i/2 - 1/4, i/2 + 1/4] (interval 0: [0, 1/4]).
+    Intervals 8-15 (`3.75 <= a < 12`, vectors with a lane past 3.75):
+    `-a Phi(-a) e^{a^2/2}` (a scaled Mills ratio, near -1/sqrt(2 pi) and slowly
+    varying), which the kernel multiplies by `e^{-a^2/2}`; interval 15 stretches
+    to [7.25, 12]. Degree-6 `P_i` (see `fit_interval`; the fit is of the positive
+    function, negated when printed). Printed as one row per coefficient (highest
+    degree first, then `c_i`), sixteen intervals per row: the `vpermps` tables.
     """
     phi = np.vectorize(lambda a: 0.5 * math.erfc(a / math.sqrt(2.0)))
+    mills = np.vectorize(lambda a: a * 0.5 * math.erfc(a / math.sqrt(2.0)) * math.exp(a * a / 2))
+    degree = 6
+    rows = [[] for _ in range(degree + 1)]
+    worst = [0.0, 0.0]
+    for i in range(16):
+        f = phi if i < 8 else mills
+        a = cheb_grid(max(0.5 * i - 0.25, 0.0), 0.5 * i + 0.25 if i < 15 else 12.0)
+        err = fit_interval(f, a, 0.5 * i, degree, rows)
+        worst[i >= 8] = max(worst[i >= 8], err)
+    print(f"// GELU_T: degree 6 per interval, max relative error {worst[0]:.3e} "
+          f"(intervals 0-7), {worst[1]:.3e} (8-15)")
+    print_table("GELU_T", rows, -1.0)
+
+
+def softplus_table():
+    """log1p(e^{-a}) = c_i + t P_i(t), t = a - i, i = round(a) clamped to 15 (softplus).
+
+    Softplus is `max(x, 0) + log1p(e^{-a})`, `a = |x|`; the table covers `a <
+    15.5` (beyond, the kernel's formula). Interval i covers [i - 1/2, i + 1/2]
+    (interval 0: [0, 1/2]); `f` falls like `e^{-a}`, so a degree-6 `P_i` per unit
+    interval fits its relative error (see `fit_interval`). Printed as one row per
+    coefficient (highest degree first, then `c_i`), sixteen intervals per row.
+    """
+    f = np.vectorize(lambda a: math.log1p(math.exp(-a)))
     degree = 6
     rows = [[] for _ in range(degree + 1)]
     worst = 0.0
-    for i in range(8):
-        a = cheb_grid(max(0.5 * i - 0.25, 0.0), 0.5 * i + 0.25)
-        t = a - 0.5 * i
-        ci = float(np.float32(phi(0.5 * i)))
-        v = np.vander(t, degree, increasing=True) * t[:, None]
-        target, weight = phi(a) - ci, 1.0 / phi(a)
-        fixed = []
-        for k in range(degree):
-            done = v[:, :k] @ np.array(fixed) if fixed else 0.0
-            c = lawson_basis(v[:, k:], target - done, weight)
-            fixed.append(float(np.float32(c[0])))
-        c32 = np.array(fixed)
-        worst = max(worst, np.max(np.abs((v @ c32 + ci - phi(a)) / phi(a))))
-        for k, coef in enumerate(c32[::-1]):
-            rows[k].append(coef)
-        rows[degree].append(ci)
-    print(f"// GELU_T: degree 6 per interval, max relative error {worst:.3e}")
-    print(f"const GELU_T: [[f32; 8]; {degree + 1}] = [")
-    for r in rows:
-        print("    [" + ", ".join(rust_f32(-x) for x in r) + "],")
-    print("];")
+    for i in range(16):
+        a = cheb_grid(max(i - 0.5, 0.0), i + 0.5)
+        worst = max(worst, fit_interval(f, a, float(i), degree, rows))
+    print(f"// SOFTPLUS_T: degree 6 per interval, max relative error {worst:.3e}")
+    print_table("SOFTPLUS_T", rows)
+
+
+def tanh_table():
+    """tanh(a) = c_i + t P_i(t), t = a - i w, i = floor(a / w) clamped to 15, w = 0.625.
+
+    Sixteen intervals [i w, (i + 1) w] cover a = |x| up to 10 (tanh rounds to 1
+    from 9.01), fitted a little past both ends (the kernel's rounded a / w may
+    put a lane a hair outside). `t >= 0`, so `c_i` and `t P_i(t)` never cancel;
+    interval 0 has `c_0 = 0`, keeping small arguments' relative precision. A
+    degree-8 `P_i` (degree 6 leaves 3.6e-7 on interval 0; see `fit_interval`).
+    Printed as one row per coefficient (highest degree first, then `c_i`),
+    sixteen intervals per row (AVX-512 `vpermps` tables).
+    """
+    f = np.vectorize(math.tanh)
+    degree, w = 8, 0.625
+    rows = [[] for _ in range(degree + 1)]
+    worst = 0.0
+    for i in range(16):
+        a = cheb_grid(max(i * w - 1e-3, 0.0), (i + 1) * w + 1e-3)
+        worst = max(worst, fit_interval(f, a, i * w, degree, rows))
+    print(f"// TANH_T: degree 8 per interval, max relative error {worst:.3e}")
+    print_table("TANH_T", rows)
 
 
 def report(name, c, u, target, weight):
@@ -191,6 +256,8 @@ def main():
 
     erf_table()
     gelu_table()
+    softplus_table()
+    tanh_table()
 
 
 if __name__ == "__main__":

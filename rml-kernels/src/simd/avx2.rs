@@ -47,6 +47,7 @@ fn lanes_below(n: usize) -> __m256i {
 impl Simd for F32x8 {
     const LANES: usize = 8;
     const FAST_LOOKUP: bool = true;
+    const FAST_LOOKUP16: bool = false;
     type Mask = __m256;
 
     #[inline(always)]
@@ -310,6 +311,23 @@ impl Simd for F32x8 {
         F32x8(unsafe {
             _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.as_ptr()), _mm256_castps_si256(self.0))
         })
+    }
+    #[inline(always)]
+    fn lookup16(self, table: &[f32; 16]) -> Self {
+        // SAFETY: `table` holds 16 f32, so both 8-float loads are in bounds; loadu
+        // has no alignment requirement; AVX2 available (module docs). Each vpermps
+        // uses the low three bits of the index; bit 3, shifted into the sign bit,
+        // picks the table half.
+        unsafe {
+            let i = _mm256_castps_si256(self.0);
+            let low = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.as_ptr()), i);
+            let high = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.as_ptr().add(8)), i);
+            F32x8(_mm256_blendv_ps(
+                low,
+                high,
+                _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)),
+            ))
+        }
     }
     #[inline(always)]
     fn copysign(self, sign: Self) -> Self {

@@ -64,6 +64,7 @@ fn lanes_below(n: usize) -> __mmask16 {
 impl Simd for F32x16 {
     const LANES: usize = 16;
     const FAST_LOOKUP: bool = true;
+    const FAST_LOOKUP16: bool = true;
     type Mask = __mmask16;
 
     #[inline(always)]
@@ -311,6 +312,13 @@ impl Simd for F32x16 {
             let i = _mm512_and_si512(bits(self.0), splat_i32(7));
             _mm512_permutexvar_ps(i, t)
         })
+    }
+    #[inline(always)]
+    fn lookup16(self, table: &[f32; 16]) -> Self {
+        // SAFETY: `table` holds 16 f32 (64 bytes); loadu has no alignment
+        // requirement; AVX-512F available (module docs). vpermps on a zmm uses
+        // the low four bits of each index.
+        F32x16(unsafe { _mm512_permutexvar_ps(bits(self.0), _mm512_loadu_ps(table.as_ptr())) })
     }
     #[inline(always)]
     fn copysign(self, sign: Self) -> Self {

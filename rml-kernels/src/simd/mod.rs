@@ -39,6 +39,10 @@ pub(crate) trait Simd: Copy {
     /// with a table-driven form take it only then; the others keep their portable
     /// formula.
     const FAST_LOOKUP: bool;
+    /// Whether [`Simd::lookup16`] is a single instruction too (AVX-512): tanh's
+    /// table form, whose nine lookups per vector the AVX2 emulation makes slower
+    /// than its formula, is taken only then.
+    const FAST_LOOKUP16: bool;
     /// The result of a lane-wise comparison.
     type Mask: Copy;
 
@@ -149,6 +153,9 @@ pub(crate) trait Simd: Copy {
     /// is that lane's bit pattern (so `i + 1.5 * 2^23` selects entry `i` for
     /// integral `i` in `0..8`).
     fn lookup8(self, table: &[f32; 8]) -> Self;
+    /// Sixteen-entry table lookup: each lane becomes `table[bits & 15]` (see
+    /// [`Simd::lookup8`]). One `vpermps` on AVX-512; two and a blend on AVX2.
+    fn lookup16(self, table: &[f32; 16]) -> Self;
     /// `|self|` with the sign bit of `sign`.
     fn copysign(self, sign: Self) -> Self;
     /// Sum of the lanes (in an ISA-specific order).

@@ -26,6 +26,7 @@ impl F32x4 {
 impl Simd for F32x4 {
     const LANES: usize = 4;
     const FAST_LOOKUP: bool = false;
+    const FAST_LOOKUP16: bool = false;
     type Mask = uint32x4_t;
 
     #[inline(always)]
@@ -228,6 +229,26 @@ impl Simd for F32x4 {
                 vld1q_u8(table.as_ptr().add(4).cast()),
             );
             F32x4(vreinterpretq_f32_u8(vqtbl2q_u8(
+                t,
+                vreinterpretq_u8_u32(bytes),
+            )))
+        }
+    }
+    #[inline(always)]
+    fn lookup16(self, table: &[f32; 16]) -> Self {
+        // SAFETY: `table` holds 16 f32 = 64 readable bytes; NEON is baseline.
+        unsafe {
+            // Byte indices 4i, 4i+1, 4i+2, 4i+3 for lane index i = bits & 15.
+            let i = vandq_u32(vreinterpretq_u32_f32(self.0), vdupq_n_u32(15));
+            let bytes = vmlaq_u32(vdupq_n_u32(0x0302_0100), i, vdupq_n_u32(0x0404_0404));
+            let p = table.as_ptr();
+            let t = uint8x16x4_t(
+                vld1q_u8(p.cast()),
+                vld1q_u8(p.add(4).cast()),
+                vld1q_u8(p.add(8).cast()),
+                vld1q_u8(p.add(12).cast()),
+            );
+            F32x4(vreinterpretq_f32_u8(vqtbl4q_u8(
                 t,
                 vreinterpretq_u8_u32(bytes),
             )))

@@ -25,6 +25,7 @@ fn split(a: f32) -> (f32, f32) {
 impl Simd for F32x1 {
     const LANES: usize = 1;
     const FAST_LOOKUP: bool = false;
+    const FAST_LOOKUP16: bool = false;
     type Mask = bool;
 
     #[inline(always)]
@@ -148,6 +149,10 @@ impl Simd for F32x1 {
     #[inline(always)]
     fn lookup8(self, table: &[f32; 8]) -> Self {
         F32x1(table[(self.0.to_bits() & 7) as usize])
+    }
+    #[inline(always)]
+    fn lookup16(self, table: &[f32; 16]) -> Self {
+        F32x1(table[(self.0.to_bits() & 15) as usize])
     }
     #[inline(always)]
     fn copysign(self, sign: Self) -> Self {
