@@ -86,48 +86,63 @@ fn tail_mask<V: Simd>(len: usize) -> V::Mask {
     V::load(&ones).eq(V::splat(1.0))
 }
 
-/// Maximum of a row (NaN-propagating; `-inf` when empty).
+/// Maximum of a row (NaN-propagating; `-inf` when empty, NaN when any value is).
+///
+/// The maxima fold with the plain `maxps` ([`Simd::max_skip_nan`], one float
+/// operation a vector), and a NaN is caught beside them on the integer side
+/// ([`Simd::abs_max_bits`]): half the float operations of a NaN-propagating
+/// maximum's compare and blend.
 #[inline(always)]
 pub(crate) fn row_max<V: Simd>(x: &[f32]) -> f32 {
-    row_max_by::<V>(
+    let init = (V::splat(f32::NEG_INFINITY), V::splat(0.0));
+    let acc = row_fold::<V, _>(
         x,
+        init,
         #[inline(always)]
-        |v, acc| acc.max(v),
-    )
+        |v, (max, bits)| (v.max_skip_nan(max), v.abs_max_bits(bits)),
+    );
+    let [a, b, c, d] = acc.map(|(max, _)| max);
+    let [p, q, r, s] = acc.map(|(_, bits)| bits);
+    if p.max(q).max(r.max(s)).reduce_max().is_nan() {
+        return f32::NAN;
+    }
+    a.max(b).max(c.max(d)).reduce_max()
 }
 
 /// Maximum of a row's non-NaN values (`-inf` when there are none): for softmax,
 /// where a NaN reaches the result through the sum of exponentials anyway.
 #[inline(always)]
 pub(crate) fn row_max_skip_nan<V: Simd>(x: &[f32]) -> f32 {
-    row_max_by::<V>(
+    let [a, b, c, d] = row_fold::<V, _>(
         x,
+        V::splat(f32::NEG_INFINITY),
         #[inline(always)]
-        |v, acc| v.max_skip_nan(acc),
-    )
+        |v, max| v.max_skip_nan(max),
+    );
+    a.max(b).max(c.max(d)).reduce_max()
 }
 
-/// The maximum of a row folded by `max(value, accumulator)` in four vector
-/// accumulators that start at `-inf`; the tail pads with `-inf`.
+/// A row folded by `step(value, accumulator)` into four independent
+/// accumulators that start at `init`; the tail pads with `-inf`.
 #[inline(always)]
-fn row_max_by<V: Simd>(x: &[f32], max: impl Fn(V, V) -> V) -> f32 {
+fn row_fold<V: Simd, A: Copy>(x: &[f32], init: A, step: impl Fn(V, A) -> A) -> [A; 4] {
     let l = V::LANES;
-    let mut acc = [V::splat(f32::NEG_INFINITY); 4];
+    let mut acc = [init; 4];
     let big = x.len() - x.len() % (4 * l);
     for c in x[..big].chunks_exact(4 * l) {
         for (k, a) in acc.iter_mut().enumerate() {
-            *a = max(V::load(&c[k * l..]), *a);
+            *a = step(V::load(&c[k * l..]), *a);
         }
     }
     let rest = &x[big..];
     let main = rest.len() - rest.len() % l;
     for c in rest[..main].chunks_exact(l) {
-        acc[0] = max(V::load(c), acc[0]);
+        acc[0] = step(V::load(c), acc[0]);
     }
     if main < rest.len() {
-        acc[1] = max(V::load_tail(&rest[main..], f32::NEG_INFINITY), acc[1]);
+        acc[1] = step(V::load_tail(&rest[main..], f32::NEG_INFINITY), acc[1]);
     }
-    acc[0].max(acc[1]).max(acc[2].max(acc[3])).reduce_max()
+    acc
 }
 
 /// Values per block of [`row_mean_var`]: 1 KiB, a handful of lines the second

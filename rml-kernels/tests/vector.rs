@@ -666,11 +666,28 @@ fn reductions_match_reference() {
                 }
             }
             if cols > 2 {
-                let mut y = x[..cols].to_vec();
-                y[cols - 1] = f32::NAN;
-                let mut out = [0.0f32];
-                reduce_rows(ReduceOp::Max, &y, cols, 0..1, &mut out).unwrap();
-                assert!(out[0].is_nan(), "{} max ignores NaN", isa.name());
+                // A NaN of either sign anywhere (first, middle of the unrolled
+                // body, last) gives NaN; infinities are ordinary values.
+                for at in [0, cols / 2, cols - 1] {
+                    for special in [f32::NAN, -f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                        let mut y = x[..cols].to_vec();
+                        y[at] = special;
+                        let mut out = [0.0f32];
+                        reduce_rows(ReduceOp::Max, &y, cols, 0..1, &mut out).unwrap();
+                        let want = y.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                        let ok = if special.is_nan() {
+                            out[0].is_nan()
+                        } else {
+                            out[0] == want
+                        };
+                        assert!(
+                            ok,
+                            "{} max with {special} at {at} of {cols}: {}",
+                            isa.name(),
+                            out[0]
+                        );
+                    }
+                }
             }
         }
     });

@@ -330,6 +330,18 @@ impl Simd for F32x8 {
         }
     }
     #[inline(always)]
+    fn abs_max_bits(self, acc: Self) -> Self {
+        // SAFETY: AVX2 available (module docs).
+        unsafe {
+            let magnitude =
+                _mm256_and_si256(_mm256_castps_si256(self.0), _mm256_set1_epi32(0x7fff_ffff));
+            F32x8(_mm256_castsi256_ps(_mm256_max_epu32(
+                magnitude,
+                _mm256_castps_si256(acc.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn copysign(self, sign: Self) -> Self {
         // SAFETY: AVX available (module docs).
         unsafe {

@@ -321,6 +321,14 @@ impl Simd for F32x16 {
         F32x16(unsafe { _mm512_permutexvar_ps(bits(self.0), _mm512_loadu_ps(table.as_ptr())) })
     }
     #[inline(always)]
+    fn abs_max_bits(self, acc: Self) -> Self {
+        // SAFETY: AVX-512F available (module docs).
+        F32x16(floats(unsafe {
+            let magnitude = _mm512_and_si512(bits(self.0), splat_i32(0x7fff_ffff));
+            _mm512_max_epu32(magnitude, bits(acc.0))
+        }))
+    }
+    #[inline(always)]
     fn copysign(self, sign: Self) -> Self {
         // SAFETY: AVX-512F available (module docs).
         F32x16(floats(unsafe {

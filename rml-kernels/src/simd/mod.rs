@@ -156,6 +156,12 @@ pub(crate) trait Simd: Copy {
     /// Sixteen-entry table lookup: each lane becomes `table[bits & 15]` (see
     /// [`Simd::lookup8`]). One `vpermps` on AVX-512; two and a blend on AVX2.
     fn lookup16(self, table: &[f32; 16]) -> Self;
+    /// Lane-wise the larger of `|self|` and `acc` compared as unsigned bit
+    /// patterns (`acc` holding sign-free patterns): folded over values from 0, it
+    /// ends a NaN pattern exactly when one of them was NaN, since every NaN's
+    /// pattern exceeds infinity's. Integer operations, which issue beside the
+    /// float ones: a NaN-propagating maximum's NaN test off the float pipes.
+    fn abs_max_bits(self, acc: Self) -> Self;
     /// `|self|` with the sign bit of `sign`.
     fn copysign(self, sign: Self) -> Self;
     /// Sum of the lanes (in an ISA-specific order).

@@ -255,6 +255,17 @@ impl Simd for F32x4 {
         }
     }
     #[inline(always)]
+    fn abs_max_bits(self, acc: Self) -> Self {
+        // SAFETY: NEON is baseline on aarch64.
+        unsafe {
+            let magnitude = vandq_u32(vreinterpretq_u32_f32(self.0), vdupq_n_u32(0x7fff_ffff));
+            F32x4(vreinterpretq_f32_u32(vmaxq_u32(
+                magnitude,
+                vreinterpretq_u32_f32(acc.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn copysign(self, sign: Self) -> Self {
         // SAFETY: NEON is baseline.
         F32x4(unsafe { vbslq_f32(vdupq_n_u32(0x8000_0000), sign.0, self.0) })
