@@ -804,7 +804,9 @@ fn times_sigmoid<V: Simd>(x: V, v: V) -> V {
 
 /// `ln(1 + e^x)`: from [`SOFTPLUS_T`] where [`Simd::lookup8`] is one
 /// instruction (AVX2, AVX-512) and `|x| < SOFTPLUS_TABLE_MAX`, else by
-/// [`softplus_formula_v`]. Which of the two a lane gets depends on that lane
+/// [`softplus_formula_v`]. The table's sixteen-entry lookups are one instruction
+/// on AVX-512 and three on AVX2, where the form still beats the formula (0.85
+/// against 0.99 µs per 2048). Which of the two a lane gets depends on that lane
 /// alone.
 #[inline(always)]
 pub(crate) fn softplus_v<V: Simd>(x: V) -> V {
@@ -1029,8 +1031,10 @@ fn erf_table_v<V: Simd>(x: V) -> V {
 }
 
 /// The piecewise polynomial of a table like [`ERF_T`] at `a`: `c_i + t P_i(t)`
-/// on intervals of width `step` (0.5 or 1), interval `i = round(steps)` (the
-/// caller's `a / step`, clamped as it needs), `t = a - i step` (exact), the rows
+/// on intervals of width `step` (0.5, 0.625 or 1), interval `i = round(steps)`
+/// (the caller's `a / step` for intervals centred on `i step`, or `a / step -
+/// 1/2` for intervals starting there; clamped as it needs), `t = a - i step`
+/// (exact: `i step` is, and so is the difference, by Sterbenz), the rows
 /// holding `P_i`'s coefficients highest degree first, then `c_i`, one interval
 /// per column; `lookup` reads a row's entry for each lane's interval
 /// ([`Simd::lookup8`] or [`Simd::lookup16`]).
