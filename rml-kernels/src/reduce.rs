@@ -91,12 +91,14 @@ fn tail_mask<V: Simd>(len: usize) -> V::Mask {
 /// The maxima fold with the plain `maxps` ([`Simd::max_skip_nan`], one float
 /// operation a vector), and a NaN is caught beside them on the integer side
 /// ([`Simd::abs_max_bits`]): half the float operations of a NaN-propagating
-/// maximum's compare and blend.
+/// maximum's compare and blend. With `stream`, it asks for its lines
+/// [`STREAM_AHEAD`] values ahead.
 #[inline(always)]
-pub(crate) fn row_max<V: Simd>(x: &[f32]) -> f32 {
+pub(crate) fn row_max<V: Simd>(x: &[f32], stream: bool) -> f32 {
     let init = (V::splat(f32::NEG_INFINITY), V::splat(0.0));
     let acc = row_fold::<V, _>(
         x,
+        stream,
         init,
         #[inline(always)]
         |v, (max, bits)| (v.max_skip_nan(max), v.abs_max_bits(bits)),
@@ -111,10 +113,12 @@ pub(crate) fn row_max<V: Simd>(x: &[f32]) -> f32 {
 
 /// Maximum of a row's non-NaN values (`-inf` when there are none): for softmax,
 /// where a NaN reaches the result through the sum of exponentials anyway.
+/// `stream` as for [`row_max`].
 #[inline(always)]
-pub(crate) fn row_max_skip_nan<V: Simd>(x: &[f32]) -> f32 {
+pub(crate) fn row_max_skip_nan<V: Simd>(x: &[f32], stream: bool) -> f32 {
     let [a, b, c, d] = row_fold::<V, _>(
         x,
+        stream,
         V::splat(f32::NEG_INFINITY),
         #[inline(always)]
         |v, max| v.max_skip_nan(max),
@@ -123,13 +127,22 @@ pub(crate) fn row_max_skip_nan<V: Simd>(x: &[f32]) -> f32 {
 }
 
 /// A row folded by `step(value, accumulator)` into four independent
-/// accumulators that start at `init`; the tail pads with `-inf`.
+/// accumulators that start at `init`; the tail pads with `-inf`. With `stream`,
+/// each group of four vectors first asks for the lines [`STREAM_AHEAD`] values on.
 #[inline(always)]
-fn row_fold<V: Simd, A: Copy>(x: &[f32], init: A, step: impl Fn(V, A) -> A) -> [A; 4] {
+fn row_fold<V: Simd, A: Copy>(
+    x: &[f32],
+    stream: bool,
+    init: A,
+    step: impl Fn(V, A) -> A,
+) -> [A; 4] {
     let l = V::LANES;
     let mut acc = [init; 4];
     let big = x.len() - x.len() % (4 * l);
     for c in x[..big].chunks_exact(4 * l) {
+        if stream {
+            prefetch_ahead(c);
+        }
         for (k, a) in acc.iter_mut().enumerate() {
             *a = step(V::load(&c[k * l..]), *a);
         }
@@ -250,7 +263,7 @@ fn reduce_v<V: Simd>(op: ReduceOp, x: &[f32], stream: bool) -> f32 {
             #[inline(always)]
             |v| v,
         ),
-        ReduceOp::Max => row_max::<V>(x),
+        ReduceOp::Max => row_max::<V>(x, stream),
         ReduceOp::Mean => {
             row_sum_map::<V>(
                 x,

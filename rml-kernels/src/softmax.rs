@@ -14,7 +14,7 @@ use rml_core::{Error, Result};
 
 use crate::elementwise::check_rows;
 use crate::math::exp_v;
-use crate::reduce::{row_max, row_max_skip_nan};
+use crate::reduce::{row_max, row_max_skip_nan, streams};
 use crate::simd::{Simd, dispatch};
 
 /// `exp(v − m)` of two vectors, added to the accumulators of even and odd vectors
@@ -85,8 +85,8 @@ fn scale<V: Simd>(y: &mut [f32], s: f32) {
 }
 
 #[inline(always)]
-fn softmax_row<V: Simd>(x: &[f32], y: &mut [f32]) {
-    let max = row_max_skip_nan::<V>(x);
+fn softmax_row<V: Simd>(x: &[f32], y: &mut [f32], stream: bool) {
+    let max = row_max_skip_nan::<V>(x, stream);
     let sum = exp_sub_sum::<V>(x, y, max);
     scale::<V>(y, 1.0 / sum);
 }
@@ -94,8 +94,8 @@ fn softmax_row<V: Simd>(x: &[f32], y: &mut [f32]) {
 /// `y = (x − max) − ln Σ exp(x − max)`: the exponentials go through `y` for
 /// their sum, then `y` is rewritten from `x`.
 #[inline(always)]
-fn log_softmax_row<V: Simd>(x: &[f32], y: &mut [f32]) {
-    let max = row_max_skip_nan::<V>(x);
+fn log_softmax_row<V: Simd>(x: &[f32], y: &mut [f32], stream: bool) {
+    let max = row_max_skip_nan::<V>(x, stream);
     let log_sum = libm::logf(exp_sub_sum::<V>(x, y, max));
     let (m, ls) = (V::splat(max), V::splat(log_sum));
     let l = V::LANES;
@@ -137,12 +137,13 @@ fn rows_of(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32], log: bool)
         return Ok(());
     }
     let x = &x[first..first + count];
+    let stream = streams(count);
     dispatch!(|V| {
         for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
             if log {
-                log_softmax_row::<V>(xr, yr);
+                log_softmax_row::<V>(xr, yr, stream);
             } else {
-                softmax_row::<V>(xr, yr);
+                softmax_row::<V>(xr, yr, stream);
             }
         }
     });
@@ -161,9 +162,10 @@ pub fn softmax_rows_inplace(x: &mut [f32], cols: usize) -> Result<()> {
             got: x.len(),
         });
     }
+    let stream = streams(x.len());
     dispatch!(|V| {
         for r in x.chunks_exact_mut(cols) {
-            let max = row_max_skip_nan::<V>(r);
+            let max = row_max_skip_nan::<V>(r, stream);
             let sum = exp_sub_sum_inplace::<V>(r, max);
             scale::<V>(r, 1.0 / sum);
         }
@@ -205,13 +207,14 @@ pub fn softmax_parts_inplace(
     if rows == 0 {
         return Ok(());
     }
+    let stream = streams(x.len());
     dispatch!(|V| {
         for ((r, m), s) in x
             .chunks_exact_mut(cols)
             .zip(maxes.iter_mut())
             .zip(sums.iter_mut())
         {
-            *m = row_max::<V>(r);
+            *m = row_max::<V>(r, stream);
             *s = exp_sub_sum_inplace::<V>(r, *m);
         }
     });
