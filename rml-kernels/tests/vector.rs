@@ -746,16 +746,16 @@ fn streaming_row_kernels_give_the_in_cache_bits() {
                     a.max(v)
                 }
             });
-            assert_eq!(m.to_bits(), want.to_bits(), "{} max row {r}", isa.name());
+            assert!(same(m, want), "{} max row {r}: {m} vs {want}", isa.name());
         }
         let mut soft = vec![0.0f32; rows * cols];
         softmax_rows(&x, cols, 0..rows, &mut soft).unwrap();
         for (r, sr) in soft.chunks_exact(cols).enumerate() {
             let mut one = vec![0.0f32; cols];
             softmax_rows(&x, cols, r..r + 1, &mut one).unwrap();
-            let same = sr.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits());
             assert_eq!(sr[0].is_nan(), r == 1, "{} softmax row {r}", isa.name());
-            assert!(same, "{} softmax row {r}", isa.name());
+            let all_same = sr.iter().zip(&one).all(|(&a, &b)| same(a, b));
+            assert!(all_same, "{} softmax row {r}", isa.name());
         }
         let mut var = vec![0.0f32; rows];
         reduce_rows(ReduceOp::Variance, &x, cols, 0..rows, &mut var).unwrap();
@@ -764,16 +764,11 @@ fn streaming_row_kernels_give_the_in_cache_bits() {
         for (r, (&v, yr)) in var.iter().zip(y.chunks_exact(cols)).enumerate() {
             let mut one = [0.0f32];
             reduce_rows(ReduceOp::Variance, &x, cols, r..r + 1, &mut one).unwrap();
-            assert_eq!(
-                v.to_bits(),
-                one[0].to_bits(),
-                "{} variance row {r}",
-                isa.name()
-            );
+            assert!(same(v, one[0]), "{} variance row {r}", isa.name());
             let mut yo = vec![0.0f32; cols];
             layer_norm_rows(&x, cols, r..r + 1, None, None, 1e-5, &mut yo).unwrap();
-            let same = yr.iter().zip(&yo).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{} layer_norm row {r}", isa.name());
+            let all_same = yr.iter().zip(&yo).all(|(&a, &b)| same(a, b));
+            assert!(all_same, "{} layer_norm row {r}", isa.name());
         }
     });
 }
