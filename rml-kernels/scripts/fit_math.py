@@ -201,6 +201,17 @@ def tanh_table():
     print_table("TANH_T", rows)
 
 
+def exp2_sixteenths():
+    """`2^{j/16}` for j in 0..16, each rounded to the nearest f32 from its
+    float64 value (GELU's `e^{-a^2/2}` table, `EXP2_SIXTEENTHS`); entry 8 is
+    sqrt 2, which clippy wants spelled as the constant."""
+    print("const EXP2_SIXTEENTHS: [f32; 16] = [")
+    for j in range(16):
+        value = "core::f32::consts::SQRT_2" if j == 8 else rust_f32(2.0 ** (j / 16))
+        print(f"    {value},")
+    print("];")
+
+
 def report(name, c, u, target, weight):
     c32 = c.astype(np.float32).astype(np.float64)
     v = np.vander(u, len(c), increasing=True)
@@ -258,6 +269,7 @@ def main():
     gelu_table()
     softplus_table()
     tanh_table()
+    exp2_sixteenths()
 
 
 if __name__ == "__main__":
