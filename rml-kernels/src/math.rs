@@ -1195,8 +1195,9 @@ const EXP2_SIXTEENTHS: [f32; 16] = [
 /// exact, then `lo` and `v LN2_LO/8`), and `e^{-a^2/2} = 2^k 2^{j/16}
 /// e^{-rho/2}`, the last a cubic (its truncation `rho^4/384 < 1e-8`). Against
 /// [`exp_normal_v`] with the separate `1 - lo/2` correction: two vector
-/// operations fewer and a cubic where that takes degree 6; GELU on wide vectors
-/// 0.62-0.72 -> 0.55-0.57 µs per 2048 on AVX-512, and 4.66 -> 3.74 ULP there.
+/// operations fewer and a cubic where that takes degree 6. With the shared table
+/// evaluation in [`gelu_v`], GELU on uniform [-8, 8) went 0.62-0.72 -> 0.55-0.57
+/// µs per 2048 on AVX-512, and its wide range 4.66 -> 3.74 ULP.
 /// Other lanes (a NaN, `a > GELU_FAST`) get garbage, which the caller replaces.
 #[inline(always)]
 fn exp_neg_half_sq_v<V: Simd>(a: V) -> V {
