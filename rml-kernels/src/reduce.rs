@@ -103,12 +103,10 @@ pub(crate) fn row_max<V: Simd>(x: &[f32], stream: bool) -> f32 {
         #[inline(always)]
         |v, (max, bits)| (v.max_skip_nan(max), v.abs_max_bits(bits)),
     );
-    let [a, b, c, d] = acc.map(|(max, _)| max);
-    let [p, q, r, s] = acc.map(|(_, bits)| bits);
-    if p.max(q).max(r.max(s)).reduce_max().is_nan() {
+    if max_of_four(acc.map(|(_, bits)| bits)).is_nan() {
         return f32::NAN;
     }
-    a.max(b).max(c.max(d)).reduce_max()
+    max_of_four(acc.map(|(max, _)| max))
 }
 
 /// Maximum of a row's non-NaN values (`-inf` when there are none): for softmax,
@@ -116,13 +114,18 @@ pub(crate) fn row_max<V: Simd>(x: &[f32], stream: bool) -> f32 {
 /// `stream` as for [`row_max`].
 #[inline(always)]
 pub(crate) fn row_max_skip_nan<V: Simd>(x: &[f32], stream: bool) -> f32 {
-    let [a, b, c, d] = row_fold::<V, _>(
+    max_of_four(row_fold::<V, _>(
         x,
         stream,
         V::splat(f32::NEG_INFINITY),
         #[inline(always)]
         |v, max| v.max_skip_nan(max),
-    );
+    ))
+}
+
+/// The largest lane of four accumulators, pairwise (NaN if any lane is NaN).
+#[inline(always)]
+fn max_of_four<V: Simd>([a, b, c, d]: [V; 4]) -> f32 {
     a.max(b).max(c.max(d)).reduce_max()
 }
 
