@@ -716,7 +716,8 @@ fn tanh_table_v<V: Simd>(x: V) -> V {
     let steps = a
         .mul_add(V::splat(1.0 / TANH_STEP), V::splat(-0.5))
         .min_bound(15.0);
-    interval_table(a, steps, TANH_STEP, &TANH_T, V::lookup16).copysign(x)
+    let s = steps.add(V::splat(ROUND_MAGIC));
+    interval_table(a, s, TANH_STEP, &TANH_T, V::lookup16).copysign(x)
 }
 
 /// `tanh x` from `e^{2|x|} - 1`: every input, on every path.
@@ -835,7 +836,7 @@ const SOFTPLUS_TABLE_MAX: f32 = 15.5;
 #[inline(always)]
 fn softplus_table_v<V: Simd>(x: V) -> V {
     let a = x.abs();
-    let f = interval_table(a, a, 1.0, &SOFTPLUS_T, V::lookup16);
+    let f = interval_table(a, interval_index(a, 1.0), 1.0, &SOFTPLUS_T, V::lookup16);
     V::splat(0.0).max_skip_nan(x).add(f)
 }
 
@@ -1029,32 +1030,41 @@ const ROUND_MAGIC: f32 = 12_582_912.0;
 fn erf_table_v<V: Simd>(x: V) -> V {
     let a = x.abs().min_bound(4.0);
     // NaN stays NaN through the index and `t` (its lookup index is 0).
-    interval_table(a, a.add(a).min_bound(7.0), 0.5, &ERF_T, V::lookup8).copysign(x)
+    let s = interval_index(a, 2.0).min_bound(ROUND_MAGIC + 7.0);
+    interval_table(a, s, 0.5, &ERF_T, V::lookup8).copysign(x)
 }
 
 /// The piecewise polynomial of a table like [`ERF_T`] at `a`: `c_i + t P_i(t)`
-/// on intervals of width `step` (0.5, 0.625 or 1), interval `i = round(steps)`
-/// (the caller's `a / step` for intervals centred on `i step`, or `a / step -
-/// 1/2` for intervals starting there; clamped as it needs), `t = a - i step`
-/// (exact: `i step` is, and so is the difference, by Sterbenz), the rows
-/// holding `P_i`'s coefficients highest degree first, then `c_i`, one interval
-/// per column; `lookup` reads a row's entry for each lane's interval
-/// ([`Simd::lookup8`] or [`Simd::lookup16`]).
+/// on intervals of width `step` (0.5, 0.625 or 1), `s` holding interval `i` as
+/// `i + ROUND_MAGIC` ([`interval_index`] for intervals centred on `i step`; the
+/// caller rounds `a / step - 1/2` for intervals starting there; clamped as it
+/// needs), `t = a - i step` (exact: `i step` is, and so is the difference, by
+/// Sterbenz), the rows holding `P_i`'s coefficients highest degree first, then
+/// `c_i`, one interval per column; `lookup` reads a row's entry for each lane's
+/// interval ([`Simd::lookup8`] or [`Simd::lookup16`]).
 #[inline(always)]
 fn interval_table<V: Simd, const W: usize>(
     a: V,
-    steps: V,
+    s: V,
     step: f32,
     table: &[[f32; W]],
     lookup: impl Fn(V, &[f32; W]) -> V,
 ) -> V {
-    let s = steps.add(V::splat(ROUND_MAGIC));
     let t = s.sub(V::splat(ROUND_MAGIC)).mul_add(V::splat(-step), a);
     let mut p = lookup(s, &table[0]);
     for row in &table[1..] {
         p = p.mul_add(t, lookup(s, row));
     }
     p
+}
+
+/// `round(a per_step) + ROUND_MAGIC`, the interval of `a` among intervals of
+/// width `1 / per_step` centred on its multiples, as [`interval_table`] takes it:
+/// one FMA (`a per_step` is exact for `per_step` a power of two, so it rounds
+/// as `round(a per_step)` would). Clamp it with `min_bound(ROUND_MAGIC + last)`.
+#[inline(always)]
+fn interval_index<V: Simd>(a: V, per_step: f32) -> V {
+    a.mul_add(V::splat(per_step), V::splat(ROUND_MAGIC))
 }
 
 /// GELU's common case: inputs in `[-GELU_FAST, GELU_FAST)`, where `e^{-x^2/2}`,
@@ -1122,7 +1132,8 @@ pub(crate) fn gelu_v<V: Simd>(x: V) -> V {
 /// get garbage, which the caller replaces.
 #[inline(always)]
 fn gelu_table_v<V: Simd>(x: V, a: V) -> V {
-    let p = interval_table(a, a.add(a), 0.5, &GELU_T, |s, row| s.lookup8(low_half(row)));
+    let s = interval_index(a, 2.0);
+    let p = interval_table(a, s, 0.5, &GELU_T, |s, row| s.lookup8(low_half(row)));
     a.mul_add(p, relu_v(x))
 }
 
@@ -1136,8 +1147,7 @@ fn low_half(row: &[f32; 16]) -> &[f32; 8] {
 /// `max(x, 0)` with NaN giving 0 (GELU's NaN lanes are replaced by its callers).
 #[inline(always)]
 fn relu_v<V: Simd>(x: V) -> V {
-    let zero = V::splat(0.0);
-    V::select(zero.lt(x), x, zero)
+    x.max_skip_nan(V::splat(0.0))
 }
 
 /// `c_i + t P_i(t)` from all sixteen intervals of [`GELU_T`], `i = round(2a)`
@@ -1146,7 +1156,8 @@ fn relu_v<V: Simd>(x: V) -> V {
 /// on 8-15.
 #[inline(always)]
 fn gelu_table16<V: Simd>(a: V) -> V {
-    interval_table(a, a.add(a).min_bound(15.0), 0.5, &GELU_T, V::lookup16)
+    let s = interval_index(a, 2.0).min_bound(ROUND_MAGIC + 15.0);
+    interval_table(a, s, 0.5, &GELU_T, V::lookup16)
 }
 
 /// GELU from all sixteen intervals of [`GELU_T`], given `a = |x|`, `p =
@@ -1188,37 +1199,39 @@ const EXP2_SIXTEENTHS: [f32; 16] = [
     1.915_206_6,
 ];
 
-/// `e^{-a^2/2}` for `a` in `[0, GELU_FAST]`, from `a^2` carried exactly as `sq +
-/// lo`. With `v = round(-a^2 8/ln2) = 16 k + j` (`j` in 0..16, read by
-/// [`Simd::lookup16`] from the low bits of `v + ROUND_MAGIC`), the argument
-/// reduces to `rho = a^2 + v ln2/8` (`|rho| <= ln2/16`; `sq + v LN2_HI/8` is
-/// exact, then `lo` and `v LN2_LO/8`), and `e^{-a^2/2} = 2^k 2^{j/16}
-/// e^{-rho/2}`, the last a cubic (its truncation `rho^4/384 < 1e-8`). Against
-/// [`exp_normal_v`] with the separate `1 - lo/2` correction: two vector
-/// operations fewer and a cubic where that takes degree 6. With the shared table
-/// evaluation in [`gelu_v`], GELU on uniform [-8, 8) went 0.62-0.72 -> 0.55-0.57
-/// µs per 2048 on AVX-512, and its wide range 4.66 -> 3.74 ULP.
+/// `e^{-a^2/2}` for `a` in `[0, GELU_FAST]`. With `v = round(-a^2 8/ln2) =
+/// 16k + j` (`j` in 0..16, read by [`Simd::lookup16`] from the low bits of `v +
+/// ROUND_MAGIC`), the argument reduces to `rho = a^2 + v ln2/8` (`|rho| <=
+/// ln2/16`), and `e^{-a^2/2} = 2^k 2^{j/16} e^{-rho/2}`, the last a cubic (its
+/// truncation `rho^4/384 < 1e-8`). `a^2 + v LN2_HI/8` is one FMA
+/// ([`Simd::mul_add_cancel`]): `a^2` held exactly, `v LN2_HI/8` exact (`v` has
+/// 11 bits, `LN2_HI` 9), one rounding, to a number below 0.09. (Unfused, on the
+/// scalar path, `a^2` rounded minus `v LN2_HI/8` is exact too: both are
+/// multiples of the first's ulp, `v LN2_HI/8` being one of 2^-12, and their
+/// difference is small.) Then `v LN2_LO/8`. Against [`exp_normal_v`] with a
+/// separate correction for the rounding of `a^2`: a cubic where that takes
+/// degree 6, and no two-float square. GELU on uniform [-8, 8), AVX-512, µs per
+/// 2048: 0.62-0.72 before this function, 0.45-0.49 now (docs/kernels.md).
 /// Other lanes (a NaN, `a > GELU_FAST`) get garbage, which the caller replaces.
 #[inline(always)]
 fn exp_neg_half_sq_v<V: Simd>(a: V) -> V {
-    let sq = a.mul(a);
-    let lo = a.mul_err(a, sq);
-    // Any integer near `-sq 8/ln2` does: the reduction below is exact for it.
-    let s = sq.mul_add(V::splat(-8.0 * LOG2E), V::splat(ROUND_MAGIC));
+    // Any integer near `-a^2 8/ln2` does: the reduction below is exact for it.
+    let s = a
+        .mul(a)
+        .mul_add(V::splat(-8.0 * LOG2E), V::splat(ROUND_MAGIC));
     let v = s.sub(V::splat(ROUND_MAGIC));
-    let rho = v.mul_add(V::splat(LN2_HI / 8.0), sq);
-    let rho = v.mul_add(V::splat(LN2_LO / 8.0), rho.add(lo));
+    let rho = a.mul_add_cancel(a, v.mul(V::splat(LN2_HI / 8.0)));
+    let rho = v.mul_add(V::splat(LN2_LO / 8.0), rho);
     // e^{-rho/2} - 1 = -rho/2 + rho^2/8 - rho^3/48.
     let m = rho
         .mul_add(V::splat(-1.0 / 48.0), V::splat(0.125))
         .mul_add(rho, V::splat(-0.5))
         .mul(rho);
     let two_j = s.lookup16(&EXP2_SIXTEENTHS);
-    // k = floor(v/16), rounded from a point that is never a tie.
-    let k = v
-        .mul_add(V::splat(1.0 / 16.0), V::splat(-15.0 / 32.0))
-        .round();
-    two_j.mul_add(m, two_j).mul_pow2(k)
+    // k = floor(v/16) (`v/16` is exact).
+    two_j
+        .mul_add(m, two_j)
+        .mul_pow2_floor(v.mul(V::splat(1.0 / 16.0)))
 }
 
 /// `x/2 (1 + erf(x / sqrt 2))` as `x/2 erfc(-x/sqrt2)` with `erfc(a) = e^{-a^2}

@@ -245,6 +245,11 @@ impl Simd for F32x8 {
         })
     }
     #[inline(always)]
+    fn floor(self) -> Self {
+        // SAFETY: AVX available (module docs).
+        F32x8(unsafe { _mm256_floor_ps(self.0) })
+    }
+    #[inline(always)]
     fn lt(self, o: Self) -> __m256 {
         // SAFETY: AVX available (module docs).
         unsafe { _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, o.0) }

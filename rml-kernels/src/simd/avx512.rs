@@ -243,6 +243,13 @@ impl Simd for F32x16 {
         })
     }
     #[inline(always)]
+    fn floor(self) -> Self {
+        // SAFETY: AVX-512F available (module docs). Scale 0: round to an integer.
+        F32x16(unsafe {
+            _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0)
+        })
+    }
+    #[inline(always)]
     fn lt(self, o: Self) -> __mmask16 {
         // SAFETY: AVX-512F available (module docs).
         unsafe { _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, o.0) }
@@ -288,6 +295,11 @@ impl Simd for F32x16 {
         // SAFETY: AVX-512F available (module docs). For integral `n`, scalef is
         // `self · 2^n` rounded once under the default MXCSR (nearest, no FTZ).
         F32x16(unsafe { _mm512_scalef_ps(self.0, n.0) })
+    }
+    #[inline(always)]
+    fn mul_pow2_floor(self, n: Self) -> Self {
+        // scalef is `self · 2^floor(n)`: it floors `n` itself.
+        self.mul_pow2(n)
     }
     #[inline(always)]
     fn exponent_mantissa(self) -> (Self, Self) {

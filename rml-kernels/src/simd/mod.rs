@@ -90,6 +90,15 @@ pub(crate) trait Simd: Copy {
     fn div(self, o: Self) -> Self;
     /// `self * b + c`, fused where the ISA has FMA.
     fn mul_add(self, b: Self, c: Self) -> Self;
+    /// `self * b + c` rounded once, as an FMA gives it, for `c` such that `p + c`
+    /// is exact, `p = self * b` rounded (`c = 0`; `-c` within a factor 2 of `p`,
+    /// by Sterbenz; both on a grid fine enough for the difference). Where
+    /// [`Simd::mul_add`] is not fused (the scalar path): `p + c`, then `p`'s
+    /// rounding error ([`Simd::mul_err`]) added in the one rounding.
+    #[inline(always)]
+    fn mul_add_cancel(self, b: Self, c: Self) -> Self {
+        self.mul_add(b, c)
+    }
     /// The rounding error of `p = self * b`: exactly `self * b - p` (for finite
     /// products away from overflow and underflow).
     fn mul_err(self, b: Self, p: Self) -> Self;
@@ -112,6 +121,8 @@ pub(crate) trait Simd: Copy {
     fn sqrt(self) -> Self;
     /// Round to nearest integer, ties to even (`|self| < 2^22`).
     fn round(self) -> Self;
+    /// Round toward minus infinity (`|self| < 2^22`).
+    fn floor(self) -> Self;
     /// Lane-wise `self < o`.
     fn lt(self, o: Self) -> Self::Mask;
     /// Lane-wise `self == o`.
@@ -144,6 +155,13 @@ pub(crate) trait Simd: Copy {
     #[inline(always)]
     fn mul_pow2(self, n: Self) -> Self {
         self.mul(n.pow2())
+    }
+    /// `self · 2^floor(n)` for `floor(n)` in `[-126, 127]`, rounded once: one
+    /// `vscalefps` on AVX-512, which floors its exponent operand itself, where
+    /// the default adds the [`Simd::floor`].
+    #[inline(always)]
+    fn mul_pow2_floor(self, n: Self) -> Self {
+        self.mul_pow2(n.floor())
     }
     /// For positive normal lanes: `(e, m)` with `self = 2^e · m`, `e` integral and
     /// `m` in `[√½, √2)` (split at the bit pattern [`SQRT_HALF_BITS`]: integer

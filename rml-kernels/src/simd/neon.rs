@@ -162,6 +162,11 @@ impl Simd for F32x4 {
         F32x4(unsafe { vrndnq_f32(self.0) })
     }
     #[inline(always)]
+    fn floor(self) -> Self {
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vrndmq_f32(self.0) })
+    }
+    #[inline(always)]
     fn lt(self, o: Self) -> uint32x4_t {
         // SAFETY: NEON is baseline.
         unsafe { vcltq_f32(self.0, o.0) }

@@ -77,6 +77,11 @@ impl Simd for F32x1 {
         F32x1(self.0 * b.0 + c.0)
     }
     #[inline(always)]
+    fn mul_add_cancel(self, b: Self, c: Self) -> Self {
+        let p = self.mul(b);
+        p.add(c).add(self.mul_err(b, p))
+    }
+    #[inline(always)]
     fn mul_err(self, b: Self, p: Self) -> Self {
         let (ah, al) = split(self.0);
         let (bh, bl) = split(b.0);
@@ -114,6 +119,10 @@ impl Simd for F32x1 {
         // (nearest-even) rounding mode for |x| < 2^22.
         const MAGIC: f32 = 12_582_912.0;
         F32x1((self.0 + MAGIC) - MAGIC)
+    }
+    #[inline(always)]
+    fn floor(self) -> Self {
+        F32x1(libm::floorf(self.0))
     }
     #[inline(always)]
     fn lt(self, o: Self) -> bool {
