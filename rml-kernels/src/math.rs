@@ -1199,39 +1199,43 @@ const EXP2_SIXTEENTHS: [f32; 16] = [
     1.915_206_6,
 ];
 
-/// `e^{-a^2/2}` for `a` in `[0, GELU_FAST]`. With `v = round(-a^2 8/ln2) =
-/// 16k + j` (`j` in 0..16, read by [`Simd::lookup16`] from the low bits of `v +
-/// ROUND_MAGIC`), the argument reduces to `rho = a^2 + v ln2/8` (`|rho| <=
-/// ln2/16`), and `e^{-a^2/2} = 2^k 2^{j/16} e^{-rho/2}`, the last a cubic (its
-/// truncation `rho^4/384 < 1e-8`). `a^2 + v LN2_HI/8` is one FMA
-/// ([`Simd::mul_add_cancel`]): `a^2` held exactly, `v LN2_HI/8` exact (`v` has
-/// 11 bits, `LN2_HI` 9), one rounding, to a number below 0.09. (Unfused, on the
-/// scalar path, `a^2` rounded minus `v LN2_HI/8` is exact too: both are
-/// multiples of the first's ulp, `v LN2_HI/8` being one of 2^-12, and their
-/// difference is small.) Then `v LN2_LO/8`. Against [`exp_normal_v`] with a
+/// `1.5 * 2^19`: adding it to `s` in `(-2^18, 2^18)` rounds `s` to a multiple
+/// of 1/16, held in the low mantissa bits as `16 s` (the sixteenths
+/// [`Simd::lookup16`] reads in the low four); subtracting it again gives that
+/// multiple.
+const ROUND_SIXTEENTHS: f32 = 786_432.0;
+
+/// `e^{-a^2/2}` for `a` in `[0, GELU_FAST]`. With `w = round(-a^2 8/ln2) / 16 =
+/// k + j/16` (`k` integral, `j` in 0..16, read by [`Simd::lookup16`] from the
+/// low bits of `w + ROUND_SIXTEENTHS`), the argument reduces to `rho = a^2 + 2w
+/// ln2` (`|rho| <= ln2/16`), and `e^{-a^2/2} = 2^k 2^{j/16} e^{-rho/2}`, the
+/// last a cubic (its truncation `rho^4/384 < 1e-8`), `2^k` by
+/// [`Simd::mul_pow2_floor`] of `w` itself. `a^2 + 2w LN2_HI` is one FMA
+/// ([`Simd::mul_add_cancel`]): `a^2` held exactly, `2w LN2_HI` exact (`16w`
+/// has 11 bits, `LN2_HI` 9), one rounding, to a number below 0.09. (Unfused, on
+/// the scalar path, `a^2` rounded minus `2w LN2_HI` is exact too: both are
+/// multiples of the first's ulp, `2w LN2_HI` being one of 2^-12, and their
+/// difference is small.) Then `2w LN2_LO`. Against [`exp_normal_v`] with a
 /// separate correction for the rounding of `a^2`: a cubic where that takes
 /// degree 6, and no two-float square. GELU on uniform [-8, 8), AVX-512, µs per
 /// 2048: 0.62-0.72 before this function, 0.45-0.49 now (docs/kernels.md).
 /// Other lanes (a NaN, `a > GELU_FAST`) get garbage, which the caller replaces.
 #[inline(always)]
 fn exp_neg_half_sq_v<V: Simd>(a: V) -> V {
-    // Any integer near `-a^2 8/ln2` does: the reduction below is exact for it.
+    // Any multiple of 1/16 near `-a^2/(2 ln2)` does: the reduction below is exact for it.
     let s = a
         .mul(a)
-        .mul_add(V::splat(-8.0 * LOG2E), V::splat(ROUND_MAGIC));
-    let v = s.sub(V::splat(ROUND_MAGIC));
-    let rho = a.mul_add_cancel(a, v.mul(V::splat(LN2_HI / 8.0)));
-    let rho = v.mul_add(V::splat(LN2_LO / 8.0), rho);
+        .mul_add(V::splat(-0.5 * LOG2E), V::splat(ROUND_SIXTEENTHS));
+    let w = s.sub(V::splat(ROUND_SIXTEENTHS));
+    let rho = a.mul_add_cancel(a, w.mul(V::splat(2.0 * LN2_HI)));
+    let rho = w.mul_add(V::splat(2.0 * LN2_LO), rho);
     // e^{-rho/2} - 1 = -rho/2 + rho^2/8 - rho^3/48.
     let m = rho
         .mul_add(V::splat(-1.0 / 48.0), V::splat(0.125))
         .mul_add(rho, V::splat(-0.5))
         .mul(rho);
     let two_j = s.lookup16(&EXP2_SIXTEENTHS);
-    // k = floor(v/16) (`v/16` is exact).
-    two_j
-        .mul_add(m, two_j)
-        .mul_pow2_floor(v.mul(V::splat(1.0 / 16.0)))
+    two_j.mul_add(m, two_j).mul_pow2_floor(w)
 }
 
 /// `x/2 (1 + erf(x / sqrt 2))` as `x/2 erfc(-x/sqrt2)` with `erfc(a) = e^{-a^2}
@@ -1516,7 +1520,7 @@ mod tests {
         let n = test_len(400_000, 64);
         let mut xs: Vec<f32> = (0..=n).map(|i| GELU_FAST * i as f32 / n as f32).collect();
         for v in [1, 15, 16, 17, 31, 32, 33, 512, 1023, 1024, 1600] {
-            // a^2 = (v - 1/2) ln2/8, either side.
+            // a^2 = (v - 1/2) ln2/8 either side: where `16w` steps from v - 1 to v.
             let a = ((v as f64 - 0.5) * core::f64::consts::LN_2 / 8.0).sqrt() as f32;
             let bits = a.to_bits();
             xs.extend((bits - 2..=bits + 2).map(f32::from_bits));
