@@ -209,7 +209,7 @@ fn map<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
 
 /// `y = f(x)` with the whole vectors past the caches ([`map_to`]; the caller fences).
 #[inline(always)]
-fn map_streamed<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
+pub(crate) fn map_streamed<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
     map_to::<V, true>(x, y, f);
 }
 

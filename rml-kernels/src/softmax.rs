@@ -3,19 +3,28 @@
 //! `y = (x - max(x)) - ln sum(exp(x - max(x)))`.
 //!
 //! Three passes over each row (max; exponentials and their sum; scaling), the
-//! last two on data a row-sized working set keeps in cache. A row containing NaN
-//! or `+inf` gives NaN; a row of all `-inf` gives NaN (0/0), as in PyTorch. The
-//! maximum skips NaN (one `maxps` per vector instead of three instructions): a NaN
-//! still reaches every output, through its exponential in the sum.
+//! last two on data a row-sized working set keeps in cache. An output too big to
+//! stay cached ([`streams_out`]) with rows of at most [`SCRATCH_COLS`] values
+//! keeps each row's exponentials in a stack buffer and writes the output once,
+//! past the caches. A row containing NaN or `+inf` gives NaN; a row of all `-inf`
+//! gives NaN (0/0), as in PyTorch. The maximum skips NaN (one `maxps` per vector
+//! instead of three instructions): a NaN still reaches every output, through its
+//! exponential in the sum.
 
 use core::ops::Range;
 
 use rml_core::{Error, Result};
 
-use crate::elementwise::check_rows;
+use crate::elementwise::{check_rows, map_streamed, streams_out};
 use crate::math::exp_v;
 use crate::reduce::{row_max, row_max_skip_nan, streams};
-use crate::simd::{Simd, dispatch};
+use crate::simd::{Simd, dispatch, store_fence};
+
+/// The longest row whose exponentials a streamed softmax keeps on the stack (16
+/// KiB). Written into the output instead, they make its lines come in from memory
+/// before the scaling pass overwrites them: 64 MiB of softmax then moves 192 MiB
+/// where 128 MiB suffice.
+const SCRATCH_COLS: usize = 4096;
 
 /// `exp(v − m)` of two vectors, added to the accumulators of even and odd vectors
 /// (fixed registers: an `acc[i & 1]` indexed by the loop counter lived on the stack,
@@ -108,6 +117,33 @@ fn log_softmax_row<V: Simd>(x: &[f32], y: &mut [f32], stream: bool) {
     }
 }
 
+/// [`softmax_row`] (or [`log_softmax_row`] when `log`) for an output written past
+/// the caches: the exponentials go to `exps` (one row long), and `y` is written
+/// once, from them or from `x`, by [`map_streamed`] (the caller fences). The same
+/// operations as the cached forms, so the same bits.
+#[inline(always)]
+fn streamed_row<V: Simd>(x: &[f32], y: &mut [f32], exps: &mut [f32], log: bool) {
+    let max = row_max_skip_nan::<V>(x, true);
+    let sum = exp_sub_sum::<V>(x, exps, max);
+    if log {
+        let (m, ls) = (V::splat(max), V::splat(libm::logf(sum)));
+        map_streamed::<V>(
+            x,
+            y,
+            #[inline(always)]
+            |v| v.sub(m).sub(ls),
+        );
+    } else {
+        let s = V::splat(1.0 / sum);
+        map_streamed::<V>(
+            exps,
+            y,
+            #[inline(always)]
+            |v| v.mul(s),
+        );
+    }
+}
+
 /// Softmax of rows `rows` of the row-major matrix `x` (`cols` columns) into `y`,
 /// which holds exactly those rows (`rows.len() * cols` values).
 ///
@@ -137,9 +173,21 @@ fn rows_of(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32], log: bool)
         return Ok(());
     }
     let x = &x[first..first + count];
+    let rows = x.chunks_exact(cols).zip(y.chunks_exact_mut(cols));
+    if streams_out(count) && cols <= SCRATCH_COLS {
+        // A dispatch of its own, so only this path's frame holds the buffer.
+        dispatch!(|V| {
+            let mut exps = [0.0f32; SCRATCH_COLS];
+            for (xr, yr) in rows {
+                streamed_row::<V>(xr, yr, &mut exps[..cols], log);
+            }
+        });
+        store_fence();
+        return Ok(());
+    }
     let stream = streams(count);
     dispatch!(|V| {
-        for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
+        for (xr, yr) in rows {
             if log {
                 log_softmax_row::<V>(xr, yr, stream);
             } else {

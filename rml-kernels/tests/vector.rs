@@ -958,8 +958,9 @@ fn conversions_match_half_bit_for_bit() {
 
 /// Outputs beyond 32 MiB are written with non-temporal stores (x86): the same bits
 /// as the plain stores of calls below that size, through an unaligned head, the
-/// streamed body and a tail, for a unary op, a flat binary op and a broadcast row,
-/// and row by row for layer and RMS norm.
+/// streamed body and a tail, for a unary op, a flat binary op, a broadcast row,
+/// softmax and log-softmax (each row through its stack buffer), and row by row for
+/// layer and RMS norm.
 #[test]
 #[cfg(target_arch = "x86_64")]
 #[cfg_attr(miri, ignore)] // 100 MiB of buffers; the streamed path is one store.
@@ -996,6 +997,15 @@ fn outputs_past_the_cache_size_stream_with_the_same_bits() {
             for (r, y) in small.chunks_mut(chunk).enumerate() {
                 let rs = r * 4096..(r * 4096 + y.len() / COLS);
                 binary(BinaryOp::Add, Operand::Matrix(&a), rhs, COLS, rs, y).unwrap();
+            }
+            check(out, &small, &format!("{} {name}", isa.name()));
+        }
+        for (log, name) in [(false, "softmax"), (true, "log_softmax")] {
+            let soft = if log { log_softmax_rows } else { softmax_rows };
+            let out = &mut big[off..off + n];
+            soft(&a, COLS, 0..rows, out).unwrap();
+            for (r, y) in small.chunks_mut(chunk).enumerate() {
+                soft(&a, COLS, r * 4096..r * 4096 + y.len() / COLS, y).unwrap();
             }
             check(out, &small, &format!("{} {name}", isa.name()));
         }
