@@ -1337,8 +1337,10 @@ mod tests {
     use crate::simd::{MAX_LANES, dispatch};
     use crate::testing::{for_each_isa, test_len, ulp_error, unary_reference};
 
-    /// `pow2` and `mul_pow2` (AVX-512: `vscalefps`) on every path against f64
-    /// arithmetic: `2^n` exactly, and `p 2^n` rounded once, subnormal results too.
+    /// `pow2`, `mul_pow2` and `mul_pow2_floor` (AVX-512: `vscalefps`) on every
+    /// path against f64 arithmetic: `2^n` exactly, and `p 2^n` rounded once,
+    /// subnormal results too, `mul_pow2_floor` and `floor` from `n` plus
+    /// sixteenths.
     #[test]
     fn pow2_scalings_are_exact_or_rounded_once() {
         let ps = [
@@ -1368,6 +1370,15 @@ mod tests {
                         isa.name(),
                         out[0]
                     );
+                    let w = nf + 0.9375;
+                    dispatch!(|V| V::splat(p).mul_pow2_floor(V::splat(w)).store(&mut out));
+                    let got = out[0].to_bits();
+                    assert_eq!(got, want.to_bits(), "{}: {p:e} * 2^floor({w})", isa.name());
+                }
+                for frac in [0.0, 0.0625, 0.5, 0.9375] {
+                    let w = nf + frac;
+                    dispatch!(|V| V::splat(w).floor().store(&mut out));
+                    assert_eq!(out[0], nf, "{}: floor({w})", isa.name());
                 }
             }
         });

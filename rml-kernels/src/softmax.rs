@@ -173,12 +173,12 @@ fn rows_of(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32], log: bool)
         return Ok(());
     }
     let x = &x[first..first + count];
-    let rows = x.chunks_exact(cols).zip(y.chunks_exact_mut(cols));
+    let row_pairs = x.chunks_exact(cols).zip(y.chunks_exact_mut(cols));
     if streams_out(count) && cols <= SCRATCH_COLS {
         // A dispatch of its own, so only this path's frame holds the buffer.
         dispatch!(|V| {
             let mut exps = [0.0f32; SCRATCH_COLS];
-            for (xr, yr) in rows {
+            for (xr, yr) in row_pairs {
                 streamed_row::<V>(xr, yr, &mut exps[..cols], log);
             }
         });
@@ -187,7 +187,7 @@ fn rows_of(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32], log: bool)
     }
     let stream = streams(count);
     dispatch!(|V| {
-        for (xr, yr) in rows {
+        for (xr, yr) in row_pairs {
             if log {
                 log_softmax_row::<V>(xr, yr, stream);
             } else {

@@ -244,7 +244,7 @@ impl Simd for F32x16 {
     }
     #[inline(always)]
     fn floor(self) -> Self {
-        // SAFETY: AVX-512F available (module docs). Scale 0: round to an integer.
+        // SAFETY: AVX-512F available (module docs). Scale 0: round down to an integer.
         F32x16(unsafe {
             _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0)
         })
