@@ -209,14 +209,14 @@ fn map<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
 
 /// `y = f(x)` with the whole vectors past the caches ([`map_to`]; the caller fences).
 #[inline(always)]
-pub(crate) fn map_streamed<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
+fn map_streamed<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
     map_to::<V, true>(x, y, f);
 }
 
 /// `y = f(x)` vector by vector, stores aligned to whole vectors (see [`head_len`]);
 /// with `S`, the whole vectors go past the caches.
 #[inline(always)]
-fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
+pub(crate) fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
     let (xh, x) = x.split_at(head_len::<V>(y));
     let (yh, y) = y.split_at_mut(xh.len());
     map_short(xh, yh, &f);
@@ -245,7 +245,7 @@ fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) 
 
 /// `x = f(x)` in place, stores aligned as [`map`]'s.
 #[inline(always)]
-fn map_inplace<V: Simd>(x: &mut [f32], f: impl Fn(V) -> V) {
+pub(crate) fn map_inplace<V: Simd>(x: &mut [f32], f: impl Fn(V) -> V) {
     let head = head_len::<V>(x);
     let (xh, x) = x.split_at_mut(head);
     map_short_inplace(xh, &f);

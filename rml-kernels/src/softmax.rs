@@ -15,7 +15,7 @@ use core::ops::Range;
 
 use rml_core::{Error, Result};
 
-use crate::elementwise::{check_rows, map_streamed, streams_out};
+use crate::elementwise::{check_rows, map_inplace, map_to, streams_out};
 use crate::math::exp_v;
 use crate::reduce::{row_max, row_max_skip_nan, streams};
 use crate::simd::{Simd, dispatch, store_fence};
@@ -78,64 +78,65 @@ fn exp_sub_sum<V: Simd>(x: &[f32], y: &mut [f32], max: f32) -> f32 {
     sum
 }
 
+/// A row's maximum (NaN skipped) and `exps = exp(x − max)`, returning `(max, Σ
+/// exps)`.
 #[inline(always)]
-fn scale<V: Simd>(y: &mut [f32], s: f32) {
-    let l = V::LANES;
-    let sv = V::splat(s);
-    let main = y.len() - y.len() % l;
-    let (ym, yt) = y.split_at_mut(main);
-    for c in ym.chunks_exact_mut(l) {
-        V::load(c).mul(sv).store(c);
-    }
-    if !yt.is_empty() {
-        let v = V::load_tail(yt, 0.0).mul(sv);
-        v.store_tail(yt);
-    }
+fn exps_of<V: Simd>(x: &[f32], exps: &mut [f32], stream: bool) -> (f32, f32) {
+    let max = row_max_skip_nan::<V>(x, stream);
+    (max, exp_sub_sum::<V>(x, exps, max))
 }
 
+/// `y = s · y` in place.
+#[inline(always)]
+fn scale<V: Simd>(y: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    map_inplace::<V>(
+        y,
+        #[inline(always)]
+        |v| v.mul(sv),
+    );
+}
+
+/// `y = (x − max) − ln sum`, with the whole vectors past the caches when `S` (the
+/// caller fences).
+#[inline(always)]
+fn write_log_softmax<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], max: f32, sum: f32) {
+    let (m, ls) = (V::splat(max), V::splat(libm::logf(sum)));
+    map_to::<V, S>(
+        x,
+        y,
+        #[inline(always)]
+        |v| v.sub(m).sub(ls),
+    );
+}
+
+/// Softmax of one row, the exponentials through `y`.
 #[inline(always)]
 fn softmax_row<V: Simd>(x: &[f32], y: &mut [f32], stream: bool) {
-    let max = row_max_skip_nan::<V>(x, stream);
-    let sum = exp_sub_sum::<V>(x, y, max);
+    let (_, sum) = exps_of::<V>(x, y, stream);
     scale::<V>(y, 1.0 / sum);
 }
 
-/// `y = (x − max) − ln Σ exp(x − max)`: the exponentials go through `y` for
-/// their sum, then `y` is rewritten from `x`.
+/// Log-softmax of one row: the exponentials go through `y` for their sum, then
+/// `y` is rewritten from `x`.
 #[inline(always)]
 fn log_softmax_row<V: Simd>(x: &[f32], y: &mut [f32], stream: bool) {
-    let max = row_max_skip_nan::<V>(x, stream);
-    let log_sum = libm::logf(exp_sub_sum::<V>(x, y, max));
-    let (m, ls) = (V::splat(max), V::splat(log_sum));
-    let l = V::LANES;
-    let main = x.len() - x.len() % l;
-    for (xc, yc) in x[..main].chunks_exact(l).zip(y[..main].chunks_exact_mut(l)) {
-        V::load(xc).sub(m).sub(ls).store(yc);
-    }
-    for (&v, o) in x[main..].iter().zip(&mut y[main..]) {
-        *o = (v - max) - log_sum;
-    }
+    let (max, sum) = exps_of::<V>(x, y, stream);
+    write_log_softmax::<V, false>(x, y, max, sum);
 }
 
 /// [`softmax_row`] (or [`log_softmax_row`] when `log`) for an output written past
 /// the caches: the exponentials go to `exps` (one row long), and `y` is written
-/// once, from them or from `x`, by [`map_streamed`] (the caller fences). The same
-/// operations as the cached forms, so the same bits.
+/// once, from them or from `x`, with the whole vectors streamed (the caller
+/// fences). The same operations as the cached forms, so the same bits.
 #[inline(always)]
 fn streamed_row<V: Simd>(x: &[f32], y: &mut [f32], exps: &mut [f32], log: bool) {
-    let max = row_max_skip_nan::<V>(x, true);
-    let sum = exp_sub_sum::<V>(x, exps, max);
+    let (max, sum) = exps_of::<V>(x, exps, true);
     if log {
-        let (m, ls) = (V::splat(max), V::splat(libm::logf(sum)));
-        map_streamed::<V>(
-            x,
-            y,
-            #[inline(always)]
-            |v| v.sub(m).sub(ls),
-        );
+        write_log_softmax::<V, true>(x, y, max, sum);
     } else {
         let s = V::splat(1.0 / sum);
-        map_streamed::<V>(
+        map_to::<V, true>(
             exps,
             y,
             #[inline(always)]

@@ -976,10 +976,17 @@ fn outputs_past_the_cache_size_stream_with_the_same_bits() {
     // An output starting 3 floats past a 64-byte boundary.
     let (mut big, mut small) = (vec![0.0f32; n + 16], vec![0.0f32; n]);
     let off = 3 + (16 - big.as_ptr().addr() / 4 % 16) % 16;
-    let chunk = 4096 * COLS;
+    const CHUNK_ROWS: usize = 4096;
+    let chunk = CHUNK_ROWS * COLS;
     let check = |big: &[f32], small: &[f32], what: &str| {
         let bad = big.iter().zip(small).position(|(&x, &y)| !same(x, y));
         assert!(bad.is_none(), "{what}: element {bad:?} differs");
+    };
+    // A row kernel over `small` in calls of 16 MiB, below the streaming size.
+    let in_chunks = |small: &mut [f32], f: &dyn Fn(std::ops::Range<usize>, &mut [f32])| {
+        for (r, y) in small.chunks_mut(chunk).enumerate() {
+            f(r * CHUNK_ROWS..r * CHUNK_ROWS + y.len() / COLS, y);
+        }
     };
     for_each_isa(|isa| {
         let out = &mut big[off..off + n];
@@ -994,19 +1001,16 @@ fn outputs_past_the_cache_size_stream_with_the_same_bits() {
         ] {
             let out = &mut big[off..off + n];
             binary(BinaryOp::Add, Operand::Matrix(&a), rhs, COLS, 0..rows, out).unwrap();
-            for (r, y) in small.chunks_mut(chunk).enumerate() {
-                let rs = r * 4096..(r * 4096 + y.len() / COLS);
-                binary(BinaryOp::Add, Operand::Matrix(&a), rhs, COLS, rs, y).unwrap();
-            }
+            in_chunks(&mut small, &|rs, y| {
+                binary(BinaryOp::Add, Operand::Matrix(&a), rhs, COLS, rs, y).unwrap()
+            });
             check(out, &small, &format!("{} {name}", isa.name()));
         }
         for (log, name) in [(false, "softmax"), (true, "log_softmax")] {
             let soft = if log { log_softmax_rows } else { softmax_rows };
             let out = &mut big[off..off + n];
             soft(&a, COLS, 0..rows, out).unwrap();
-            for (r, y) in small.chunks_mut(chunk).enumerate() {
-                soft(&a, COLS, r * 4096..r * 4096 + y.len() / COLS, y).unwrap();
-            }
+            in_chunks(&mut small, &|rs, y| soft(&a, COLS, rs, y).unwrap());
             check(out, &small, &format!("{} {name}", isa.name()));
         }
         let (g, beta) = (&b[..COLS], &b[COLS..2 * COLS]);
@@ -1021,9 +1025,7 @@ fn outputs_past_the_cache_size_stream_with_the_same_bits() {
             // Rows on 64-byte boundaries: those are the ones streamed.
             let at = off - 3;
             norm(0..rows, &mut big[at..at + n]);
-            for (r, y) in small.chunks_mut(chunk).enumerate() {
-                norm(r * 4096..r * 4096 + y.len() / COLS, y);
-            }
+            in_chunks(&mut small, &norm);
             check(&big[at..at + n], &small, &format!("{} {name}", isa.name()));
         }
     });
