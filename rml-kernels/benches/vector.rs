@@ -2,7 +2,8 @@
 //!
 //! Each kernel runs on an L1-resident problem (2048 f32 in, 2048 out: 16 KiB) with
 //! the forced scalar path and the best path, and on a DRAM-sized problem (16 Mi f32
-//! = 64 MiB in, beyond the 32 MiB L3, on huge pages) with the best path. Every
+//! = 64 MiB in, beyond the 32 MiB L3 of the Zen machines, on huge pages) with the
+//! best path. Every
 //! buffer starts on a 64-byte boundary, as rml-host's arena places them
 //! (`common::buffer`). Inputs are uniform (mostly in [−8, 8)); `gelu_normal` runs
 //! GELU on standard-normal ones as well. Throughput counts the bytes each kernel
@@ -134,6 +135,10 @@ fn bench_binary(c: &mut Criterion) {
     let mut y = common::buffer(BIG);
     // The peer for memory-bound kernels, in the same sweep: a plain memcpy (what
     // this machine streams right now, read + write); `sum` below is the read-only one.
+    // glibc streams a copy past the caches only beyond a size it derives from the
+    // L3 (more than these 64 MiB on a 260 MiB-L3 Xeon); run with
+    // `GLIBC_TUNABLES=glibc.cpu.x86_non_temporal_threshold=0x100000`, as
+    // `scripts/bench_paired.py` does, for the streaming copy the kernels compete with.
     run(
         c,
         "copy",

@@ -84,7 +84,7 @@ fn with_second<V: Simd, F: VecOp>(second: BinaryOp, abc: [&[f32]; 3], out: &mut 
 /// 1.0), so every element gets the bits the two separate ops give it.
 #[inline(always)]
 fn chain<V: Simd, F: VecOp, G: VecOp>([a, b, c]: [&[f32]; 3], out: &mut [f32]) {
-    let head = head_len::<V>(out);
+    let head = head_len::<V, _>(out);
     let (oh, out) = out.split_at_mut(head);
     chain_short::<V, F, G>([a, b, c], oh);
     let [a, b, c] = [a, b, c].map(|s| &s[head..]);

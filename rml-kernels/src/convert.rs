@@ -9,7 +9,8 @@
 use half::{bf16, f16};
 use rml_core::{Error, Result};
 
-use crate::simd::{MAX_LANES, Simd, dispatch};
+use crate::elementwise::streams_out;
+use crate::simd::{MAX_LANES, Simd, dispatch_streamed, head_len, prefetch_ahead, put};
 
 fn same_len(a: usize, b: usize) -> Result<()> {
     if a != b {
@@ -21,28 +22,57 @@ fn same_len(a: usize, b: usize) -> Result<()> {
     Ok(())
 }
 
+/// Widens fewer than `V::LANES` values through padded buffers (a head or a tail).
 #[inline(always)]
-fn widen<V: Simd>(src: &[u16], dst: &mut [f32], load: impl Fn(&[u16]) -> V) {
+fn widen_short<V: Simd>(src: &[u16], dst: &mut [f32], load: &impl Fn(&[u16]) -> V) {
+    let t = src.len();
+    if t > 0 {
+        let mut sb = [0u16; MAX_LANES];
+        let mut db = [0.0f32; MAX_LANES];
+        sb[..t].copy_from_slice(src);
+        load(&sb).store(&mut db);
+        dst.copy_from_slice(&db[..t]);
+    }
+}
+
+/// `dst = load(src)` vector by vector; with `S`, the whole vectors go past the
+/// caches (from a vector-aligned start) and `src` is asked for ahead.
+#[inline(always)]
+fn widen<V: Simd, const S: bool>(src: &[u16], dst: &mut [f32], load: impl Fn(&[u16]) -> V) {
+    let head = if S { head_len::<V, _>(dst) } else { 0 };
+    let (sh, src) = src.split_at(head);
+    let (dh, dst) = dst.split_at_mut(head);
+    widen_short(sh, dh, &load);
     let l = V::LANES;
     let main = src.len() - src.len() % l;
     for (s, d) in src[..main]
         .chunks_exact(l)
         .zip(dst[..main].chunks_exact_mut(l))
     {
-        load(s).store(d);
+        if S {
+            prefetch_ahead(s);
+        }
+        put::<V, S>(load(s), d);
     }
-    if main < src.len() {
-        let t = src.len() - main;
-        let mut sb = [0u16; MAX_LANES];
-        let mut db = [0.0f32; MAX_LANES];
-        sb[..t].copy_from_slice(&src[main..]);
-        load(&sb).store(&mut db);
-        dst[main..].copy_from_slice(&db[..t]);
+    widen_short(&src[main..], &mut dst[main..], &load);
+}
+
+/// Narrows fewer than `V::LANES` values through padded buffers (a head or a tail).
+#[inline(always)]
+fn narrow_short<V: Simd>(src: &[f32], dst: &mut [u16], store: &impl Fn(V, &mut [u16])) {
+    let t = src.len();
+    if t > 0 {
+        let mut sb = [0.0f32; MAX_LANES];
+        let mut db = [0u16; MAX_LANES];
+        sb[..t].copy_from_slice(src);
+        store(V::load(&sb), &mut db);
+        dst.copy_from_slice(&db[..t]);
     }
 }
 
+/// `store(src)` vector by vector, with plain stores.
 #[inline(always)]
-fn narrow<V: Simd>(src: &[f32], dst: &mut [u16], store: impl Fn(V, &mut [u16])) {
+fn narrow_plain<V: Simd>(src: &[f32], dst: &mut [u16], store: &impl Fn(V, &mut [u16])) {
     let l = V::LANES;
     let main = src.len() - src.len() % l;
     for (s, d) in src[..main]
@@ -51,68 +81,99 @@ fn narrow<V: Simd>(src: &[f32], dst: &mut [u16], store: impl Fn(V, &mut [u16])) 
     {
         store(V::load(s), d);
     }
-    if main < src.len() {
-        let t = src.len() - main;
-        let mut sb = [0.0f32; MAX_LANES];
-        let mut db = [0u16; MAX_LANES];
-        sb[..t].copy_from_slice(&src[main..]);
-        store(V::load(&sb), &mut db);
-        dst[main..].copy_from_slice(&db[..t]);
-    }
+    narrow_short(&src[main..], &mut dst[main..], store);
 }
 
-/// Widens f16 to f32 (exact). Lengths must match.
-// The closure is not redundant: it carries `#[inline(always)]` (see `dispatch!`).
+/// `store(src)` vector by vector. With `S`, from the first vector-aligned output
+/// byte on, two vectors' halves are gathered into one vector's bytes and stored
+/// past the caches (the bits pass through a float load and store unchanged), and
+/// `src` is asked for ahead.
+#[inline(always)]
+fn narrow<V: Simd, const S: bool>(src: &[f32], dst: &mut [u16], store: impl Fn(V, &mut [u16])) {
+    if !S {
+        return narrow_plain(src, dst, &store);
+    }
+    let l = V::LANES;
+    let head = head_len::<V, _>(dst);
+    let (sh, src) = src.split_at(head);
+    let (dh, dst) = dst.split_at_mut(head);
+    narrow_plain(sh, dh, &store);
+    let pairs = src.len() - src.len() % (2 * l);
+    let (sp, st) = src.split_at(pairs);
+    let (dp, dt) = dst.split_at_mut(pairs);
+    // Whole pairs start on a vector boundary; only an empty `dp` can fail the cast.
+    let dp: &mut [f32] = bytemuck::try_cast_slice_mut(dp).unwrap_or_default();
+    let mut line = [0.0f32; MAX_LANES];
+    for (s, d) in sp.chunks_exact(2 * l).zip(dp.chunks_exact_mut(l)) {
+        prefetch_ahead(s);
+        let halves: &mut [u16] = bytemuck::cast_slice_mut(&mut line[..l]);
+        store(V::load(&s[..l]), &mut halves[..l]);
+        store(V::load(&s[l..]), &mut halves[l..]);
+        V::load(&line).store_stream(d);
+    }
+    narrow_plain(st, dt, &store);
+}
+
+/// Widens one vector of f16 values, or bf16 values when `BF`.
+#[inline(always)]
+fn load_half<V: Simd, const BF: bool>(s: &[u16]) -> V {
+    if BF { V::load_bf16(s) } else { V::load_f16(s) }
+}
+
+/// Narrows one vector to f16 values, or bf16 values when `BF`.
+#[inline(always)]
+fn store_half<V: Simd, const BF: bool>(v: V, d: &mut [u16]) {
+    if BF { v.store_bf16(d) } else { v.store_f16(d) }
+}
+
+/// Widens a whole slice on the active path (lengths must match). A conversion streams when its f32
+/// side is too large for the caches ([`streams_out`]).
+// The closure is not redundant: it carries `#[inline(always)]` (a function item
+// passed instead left the bf16 paths uninlined, 10–20× slower; `dispatch!`).
 #[allow(clippy::redundant_closure)]
-pub fn f16_to_f32(src: &[f16], dst: &mut [f32]) -> Result<()> {
+fn widen_all<const BF: bool>(src: &[u16], dst: &mut [f32]) -> Result<()> {
     same_len(src.len(), dst.len())?;
-    let src: &[u16] = bytemuck::cast_slice(src);
-    dispatch!(|V| widen::<V>(
+    dispatch_streamed!(streams_out(dst.len()), |V, S| widen::<V, S>(
         src,
         dst,
         #[inline(always)]
-        |s| V::load_f16(s)
+        |s| load_half::<V, BF>(s)
     ));
     Ok(())
+}
+
+/// Narrows a whole slice on the active path, streaming as [`widen_all`] does
+/// (the output is half the f32 input's size, but the call sweeps both through
+/// the caches).
+// The closure is not redundant: see `widen_all`.
+#[allow(clippy::redundant_closure)]
+fn narrow_all<const BF: bool>(src: &[f32], dst: &mut [u16]) -> Result<()> {
+    same_len(src.len(), dst.len())?;
+    dispatch_streamed!(streams_out(src.len()), |V, S| narrow::<V, S>(
+        src,
+        dst,
+        #[inline(always)]
+        |v, d| store_half::<V, BF>(v, d)
+    ));
+    Ok(())
+}
+
+/// Widens f16 to f32 (exact). Lengths must match.
+pub fn f16_to_f32(src: &[f16], dst: &mut [f32]) -> Result<()> {
+    widen_all::<false>(bytemuck::cast_slice(src), dst)
 }
 
 /// Narrows f32 to f16, rounding to nearest even. Lengths must match.
 pub fn f32_to_f16(src: &[f32], dst: &mut [f16]) -> Result<()> {
-    same_len(src.len(), dst.len())?;
-    let dst: &mut [u16] = bytemuck::cast_slice_mut(dst);
-    dispatch!(|V| narrow::<V>(
-        src,
-        dst,
-        #[inline(always)]
-        |v, d| v.store_f16(d)
-    ));
-    Ok(())
+    narrow_all::<false>(src, bytemuck::cast_slice_mut(dst))
 }
 
 /// Widens bf16 to f32 (exact). Lengths must match.
-// The closure is not redundant: it carries `#[inline(always)]` (see `dispatch!`).
-#[allow(clippy::redundant_closure)]
 pub fn bf16_to_f32(src: &[bf16], dst: &mut [f32]) -> Result<()> {
-    same_len(src.len(), dst.len())?;
-    let src: &[u16] = bytemuck::cast_slice(src);
-    dispatch!(|V| widen::<V>(
-        src,
-        dst,
-        #[inline(always)]
-        |s| V::load_bf16(s)
-    ));
-    Ok(())
+    widen_all::<true>(bytemuck::cast_slice(src), dst)
 }
 
 /// Narrows f32 to bf16, rounding to nearest even. Lengths must match.
 pub fn f32_to_bf16(src: &[f32], dst: &mut [bf16]) -> Result<()> {
-    same_len(src.len(), dst.len())?;
-    let dst: &mut [u16] = bytemuck::cast_slice_mut(dst);
-    dispatch!(|V| narrow::<V>(
-        src,
-        dst,
-        #[inline(always)]
-        |v, d| v.store_bf16(d)
-    ));
-    Ok(())
+    narrow_all::<true>(src, bytemuck::cast_slice_mut(dst))
 }

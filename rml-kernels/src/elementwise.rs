@@ -12,7 +12,7 @@ use rml_core::{Error, Result};
 
 use crate::math::tanh_v;
 use crate::math::{erf_v, exp_v, gelu_tanh_v, gelu_v, log_v, sigmoid_v, silu_v, softplus_v};
-use crate::simd::{Simd, dispatch, head_len, put, store_fence};
+use crate::simd::{Simd, dispatch, dispatch_streamed, head_len, prefetch_ahead, put};
 
 /// A unary f32 function applied elementwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,23 +201,12 @@ pub(crate) fn streams_out(len: usize) -> bool {
     len.saturating_mul(core::mem::size_of::<f32>()) > STREAM_STORE_MIN_BYTES
 }
 
-/// `y = f(x)` with plain stores ([`map_to`]).
-#[inline(always)]
-fn map<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
-    map_to::<V, false>(x, y, f);
-}
-
-/// `y = f(x)` with the whole vectors past the caches ([`map_to`]; the caller fences).
-#[inline(always)]
-fn map_streamed<V: Simd>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
-    map_to::<V, true>(x, y, f);
-}
-
 /// `y = f(x)` vector by vector, stores aligned to whole vectors (see [`head_len`]);
-/// with `S`, the whole vectors go past the caches.
+/// with `S`, the whole vectors go past the caches and `x` is asked for ahead
+/// ([`prefetch_ahead`]).
 #[inline(always)]
 pub(crate) fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
-    let (xh, x) = x.split_at(head_len::<V>(y));
+    let (xh, x) = x.split_at(head_len::<V, _>(y));
     let (yh, y) = y.split_at_mut(xh.len());
     map_short(xh, yh, &f);
     let l = V::LANES;
@@ -232,6 +221,9 @@ pub(crate) fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl F
     let (xp, xr) = xm.split_at(pairs);
     let (yp, yr) = ym.split_at_mut(pairs);
     for (xc, yc) in xp.chunks_exact(2 * l).zip(yp.chunks_exact_mut(2 * l)) {
+        if S {
+            prefetch_ahead(xc);
+        }
         let (y0, y1) = yc.split_at_mut(l);
         let (v0, v1) = (f(V::load(&xc[..l])), f(V::load(&xc[l..])));
         put::<V, S>(v0, y0);
@@ -246,7 +238,7 @@ pub(crate) fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl F
 /// `x = f(x)` in place, stores aligned as [`map`]'s.
 #[inline(always)]
 pub(crate) fn map_inplace<V: Simd>(x: &mut [f32], f: impl Fn(V) -> V) {
-    let head = head_len::<V>(x);
+    let head = head_len::<V, _>(x);
     let (xh, x) = x.split_at_mut(head);
     map_short_inplace(xh, &f);
     let l = V::LANES;
@@ -267,26 +259,26 @@ fn map_short_inplace<V: Simd>(x: &mut [f32], f: &impl Fn(V) -> V) {
     }
 }
 
-/// Calls `$kernel::<V>($arg..., f)` with `f` the op as an always-inlined closure
+/// Calls `$kernel::<$gen...>($arg..., f)` with `f` the op as an always-inlined closure
 /// (one instance per op, so the op's match folds away).
 macro_rules! each_unary {
-    ($op:expr, $kernel:ident($($arg:expr),*)) => {
+    ($op:expr, $kernel:ident::<$($gen:tt),*>($($arg:expr),*)) => {
         match $op {
-            UnaryOp::Exp => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Exp, v)),
-            UnaryOp::Log => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Log, v)),
-            UnaryOp::Tanh => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Tanh, v)),
-            UnaryOp::Sigmoid => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sigmoid, v)),
-            UnaryOp::Erf => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Erf, v)),
-            UnaryOp::Gelu => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Gelu, v)),
-            UnaryOp::GeluTanh => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::GeluTanh, v)),
-            UnaryOp::Silu => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Silu, v)),
-            UnaryOp::Softplus => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Softplus, v)),
-            UnaryOp::Neg => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Neg, v)),
-            UnaryOp::Abs => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Abs, v)),
-            UnaryOp::Relu => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Relu, v)),
-            UnaryOp::Sqrt => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sqrt, v)),
-            UnaryOp::Square => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Square, v)),
-            UnaryOp::Recip => $kernel::<V>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Recip, v)),
+            UnaryOp::Exp => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Exp, v)),
+            UnaryOp::Log => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Log, v)),
+            UnaryOp::Tanh => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Tanh, v)),
+            UnaryOp::Sigmoid => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sigmoid, v)),
+            UnaryOp::Erf => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Erf, v)),
+            UnaryOp::Gelu => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Gelu, v)),
+            UnaryOp::GeluTanh => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::GeluTanh, v)),
+            UnaryOp::Silu => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Silu, v)),
+            UnaryOp::Softplus => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Softplus, v)),
+            UnaryOp::Neg => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Neg, v)),
+            UnaryOp::Abs => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Abs, v)),
+            UnaryOp::Relu => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Relu, v)),
+            UnaryOp::Sqrt => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sqrt, v)),
+            UnaryOp::Square => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Square, v)),
+            UnaryOp::Recip => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Recip, v)),
         }
     };
 }
@@ -300,18 +292,16 @@ pub fn unary(op: UnaryOp, x: &[f32], y: &mut [f32]) -> Result<()> {
             got: y.len(),
         });
     }
-    if streams_out(y.len()) {
-        dispatch!(|V| each_unary!(op, map_streamed(x, y)));
-        store_fence();
-    } else {
-        dispatch!(|V| each_unary!(op, map(x, y)));
-    }
+    dispatch_streamed!(streams_out(y.len()), |V, S| each_unary!(
+        op,
+        map_to::<V, S>(x, y)
+    ));
     Ok(())
 }
 
 /// `x[i] = op(x[i])` in place.
 pub fn unary_inplace(op: UnaryOp, x: &mut [f32]) {
-    dispatch!(|V| each_unary!(op, map_inplace(x)));
+    dispatch!(|V| each_unary!(op, map_inplace::<V>(x)));
 }
 
 /// Checks a row range against a matrix of `len` elements and returns
@@ -357,7 +347,7 @@ fn bin_rows<V: Simd, const S: bool>(
     let n = out.len();
     match (a, b) {
         (Src::Slice(a), Src::Slice(b)) => {
-            let head = head_len::<V>(out);
+            let head = head_len::<V, _>(out);
             let (oh, out) = out.split_at_mut(head);
             zip_short(a, b, oh, &f);
             let (a, b) = (&a[head..n], &b[head..n]);
@@ -369,6 +359,10 @@ fn bin_rows<V: Simd, const S: bool>(
                 .zip(b.chunks_exact(l))
                 .zip(om.chunks_exact_mut(l))
             {
+                if S {
+                    prefetch_ahead(ac);
+                    prefetch_ahead(bc);
+                }
                 put::<V, S>(f(V::load(ac), V::load(bc)), oc);
             }
             zip_short(&a[main..], &b[main..], ot, &f);
@@ -526,11 +520,12 @@ pub fn binary(
     }
     let a = operand_src(lhs, cols, &rows)?;
     let b = operand_src(rhs, cols, &rows)?;
-    if streams_out(out.len()) {
-        dispatch!(|V| binary_v::<V, true>(op, [a, b], [lhs, rhs], cols, out));
-        store_fence();
-    } else {
-        dispatch!(|V| binary_v::<V, false>(op, [a, b], [lhs, rhs], cols, out));
-    }
+    dispatch_streamed!(streams_out(out.len()), |V, S| binary_v::<V, S>(
+        op,
+        [a, b],
+        [lhs, rhs],
+        cols,
+        out
+    ));
     Ok(())
 }

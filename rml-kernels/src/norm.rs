@@ -46,7 +46,7 @@ fn check_param(p: Option<&[f32]>, cols: usize) -> Result<()> {
 /// (no head to peel). The one-lane path keeps a single instance of its loops.
 #[inline(always)]
 fn streams_row<V: Simd>(y: &[f32], stream: bool) -> bool {
-    V::LANES > 1 && stream && head_len::<V>(y) == 0
+    V::LANES > 1 && stream && head_len::<V, _>(y) == 0
 }
 
 /// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,

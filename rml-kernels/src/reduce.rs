@@ -9,7 +9,7 @@ use core::ops::Range;
 use rml_core::{Error, Result};
 
 use crate::elementwise::check_rows;
-use crate::simd::{MAX_LANES, Simd, dispatch};
+use crate::simd::{MAX_LANES, Simd, dispatch, prefetch_ahead};
 
 /// A reduction over the last axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +92,7 @@ fn tail_mask<V: Simd>(len: usize) -> V::Mask {
 /// operation a vector), and a NaN is caught beside them on the integer side
 /// ([`Simd::abs_max_bits`]): half the float operations of a NaN-propagating
 /// maximum's compare and blend. With `stream`, it asks for its lines
-/// [`STREAM_AHEAD`] values ahead.
+/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) ahead.
 #[inline(always)]
 pub(crate) fn row_max<V: Simd>(x: &[f32], stream: bool) -> f32 {
     let init = (V::splat(f32::NEG_INFINITY), V::splat(0.0));
@@ -131,7 +131,8 @@ fn max_of_four<V: Simd>([a, b, c, d]: [V; 4]) -> f32 {
 
 /// A row folded by `step(value, accumulator)` into four independent
 /// accumulators that start at `init`; the tail pads with `-inf`. With `stream`,
-/// each group of four vectors first asks for the lines [`STREAM_AHEAD`] values on.
+/// each group of four vectors first asks for the lines
+/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on.
 #[inline(always)]
 fn row_fold<V: Simd, A: Copy>(
     x: &[f32],
@@ -167,29 +168,12 @@ const MOMENT_BLOCK: usize = 256;
 
 /// A call whose rows span more than this many bytes reads them from beyond L2
 /// (1 MiB per core on the Zen 5, 512 KiB on the Zen 3): its row kernels stream,
-/// asking for their data [`STREAM_AHEAD`] values ahead.
+/// asking for their data [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) ahead.
 const STREAM_MIN_BYTES: usize = 1 << 20;
-
-/// How far ahead a streaming row kernel asks for lines: 8 KiB. The hardware
-/// prefetchers alone keep too few lines in flight for kernels that spend several
-/// instructions per line (variance 64 MiB: 1.8–2.1 ms, with a 4 KiB prefetch
-/// 1.46–2.0 against a `sum` of 1.1–1.7, session 16). 8 KiB against 4 KiB in
-/// session 19, twelve alternated runs of 15 calls over 64 MiB: variance 90 % →
-/// 101 % of `sum`'s rate on average, max 94 % → 97 % (the spread ±10 %).
-const STREAM_AHEAD: usize = 2048;
 
 /// Whether a call over `values` f32 streams them ([`STREAM_MIN_BYTES`]).
 pub(crate) fn streams(values: usize) -> bool {
     values.saturating_mul(core::mem::size_of::<f32>()) > STREAM_MIN_BYTES
-}
-
-/// Asks for the lines [`STREAM_AHEAD`] values past each line of `block`: hints,
-/// which may point into the rows after this one or past the matrix.
-#[inline(always)]
-fn prefetch_ahead(block: &[f32]) {
-    for line in block.chunks(16) {
-        crate::simd::prefetch(line.as_ptr().wrapping_add(STREAM_AHEAD));
-    }
 }
 
 /// Mean and population variance of a row, reading it from memory once.
@@ -203,7 +187,8 @@ fn prefetch_ahead(block: &[f32]) {
 /// row, nothing subtracts large sums of squares, so a large common offset costs no
 /// precision; unlike it, no second sweep leaves memory idle (a whole-row second
 /// pass held a 64 MiB variance to ~55 % of memcpy's bandwidth, session 15). With
-/// `stream`, each block first asks for the lines [`STREAM_AHEAD`] values on.
+/// `stream`, each block first asks for the lines
+/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on.
 #[inline(always)]
 pub(crate) fn row_mean_var<V: Simd>(x: &[f32], stream: bool) -> (f32, f32) {
     let l = V::LANES;

@@ -18,7 +18,7 @@ use rml_core::{Error, Result};
 use crate::elementwise::{check_rows, map_inplace, map_to, streams_out};
 use crate::math::exp_v;
 use crate::reduce::{row_max, row_max_skip_nan, streams};
-use crate::simd::{Simd, dispatch, store_fence};
+use crate::simd::{Simd, dispatch, head_len, prefetch_ahead, put, store_fence};
 
 /// The longest row whose exponentials a streamed softmax keeps on the stack (16
 /// KiB). Written into the output instead, they make its lines come in from memory
@@ -48,21 +48,36 @@ fn exp_tail<V: Simd>(v: V, m: V, dst: &mut [f32]) -> f32 {
     buf[..t].iter().sum::<f32>()
 }
 
-/// `y = exp(x − max)`, returning the sum of `y`.
+/// `y = exp(x − max)`, returning the sum of `y`, calling `after_pair(i)` after
+/// the `i`-th pair of vectors (where the streamed rows write the previous row's
+/// output). With `stream`, it asks for the lines
+/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on, so that memory
+/// keeps fetching the next rows while this pass computes.
 #[inline(always)]
-fn exp_sub_sum<V: Simd>(x: &[f32], y: &mut [f32], max: f32) -> f32 {
+fn exp_sub_sum<V: Simd>(
+    x: &[f32],
+    y: &mut [f32],
+    max: f32,
+    stream: bool,
+    mut after_pair: impl FnMut(usize),
+) -> f32 {
     let l = V::LANES;
     let m = V::splat(max);
     let pairs = x.len() - x.len() % (2 * l);
     let mut acc = [V::splat(0.0); 2];
-    for (xc, yc) in x[..pairs]
+    for (i, (xc, yc)) in x[..pairs]
         .chunks_exact(2 * l)
         .zip(y[..pairs].chunks_exact_mut(2 * l))
+        .enumerate()
     {
+        if stream {
+            prefetch_ahead(xc);
+        }
         let [ea, eb] = exp_pair([V::load(xc), V::load(&xc[l..])], m, &mut acc);
         let (ya, yb) = yc.split_at_mut(l);
         ea.store(ya);
         eb.store(yb);
+        after_pair(i);
     }
     let (mut x, mut y) = (&x[pairs..], &mut y[pairs..]);
     if x.len() >= l {
@@ -83,7 +98,7 @@ fn exp_sub_sum<V: Simd>(x: &[f32], y: &mut [f32], max: f32) -> f32 {
 #[inline(always)]
 fn exps_of<V: Simd>(x: &[f32], exps: &mut [f32], stream: bool) -> (f32, f32) {
     let max = row_max_skip_nan::<V>(x, stream);
-    (max, exp_sub_sum::<V>(x, exps, max))
+    (max, exp_sub_sum::<V>(x, exps, max, stream, |_| {}))
 }
 
 /// `y = s · y` in place.
@@ -125,23 +140,108 @@ fn log_softmax_row<V: Simd>(x: &[f32], y: &mut [f32], stream: bool) {
     write_log_softmax::<V, false>(x, y, max, sum);
 }
 
-/// [`softmax_row`] (or [`log_softmax_row`] when `log`) for an output written past
-/// the caches: the exponentials go to `exps` (one row long), and `y` is written
-/// once, from them or from `x`, with the whole vectors streamed (the caller
-/// fences). The same operations as the cached forms, so the same bits.
-#[inline(always)]
-fn streamed_row<V: Simd>(x: &[f32], y: &mut [f32], exps: &mut [f32], log: bool) {
-    let (max, sum) = exps_of::<V>(x, exps, true);
-    if log {
-        write_log_softmax::<V, true>(x, y, max, sum);
-    } else {
-        let s = V::splat(1.0 / sum);
-        map_to::<V, true>(
+/// One streamed row's output, `y = exps · (1 / sum)` (softmax) or `y = (x − max)
+/// − ln sum` (log-softmax, when `LOG`): the operations of [`softmax_row`] and
+/// [`log_softmax_row`], so the same bits, with the whole vectors past the caches
+/// (the caller fences). It holds the stack buffer of the row's exponentials until
+/// [`OutRow::finish`] hands it back.
+struct OutRow<'a, V, const LOG: bool> {
+    x: &'a [f32],
+    exps: &'a mut [f32],
+    y: &'a mut [f32],
+    a: V,
+    b: V,
+    /// Elements before `y`'s first vector boundary, written by [`OutRow::finish`].
+    head: usize,
+    /// Pairs of vectors past `head` written by [`OutRow::pair`].
+    done: usize,
+}
+
+impl<'a, V: Simd, const LOG: bool> OutRow<'a, V, LOG> {
+    #[inline(always)]
+    fn new(x: &'a [f32], exps: &'a mut [f32], y: &'a mut [f32], max: f32, sum: f32) -> Self {
+        let (a, b) = if LOG {
+            (V::splat(max), V::splat(libm::logf(sum)))
+        } else {
+            (V::splat(1.0 / sum), V::splat(0.0))
+        };
+        let head = head_len::<V, _>(y);
+        Self {
+            x,
             exps,
             y,
-            #[inline(always)]
-            |v| v.mul(s),
-        );
+            a,
+            b,
+            head,
+            done: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn op(a: V, b: V, v: V) -> V {
+        if LOG { v.sub(a).sub(b) } else { v.mul(a) }
+    }
+
+    /// The values the output is computed from.
+    #[inline(always)]
+    fn src<'s>(x: &'s [f32], exps: &'s [f32]) -> &'s [f32] {
+        if LOG { x } else { &exps[..x.len()] }
+    }
+
+    /// Writes the next pair of whole vectors past the head, if the row has one.
+    #[inline(always)]
+    fn pair(&mut self) {
+        let l = V::LANES;
+        let at = self.head + 2 * l * self.done;
+        if at + 2 * l <= self.y.len() {
+            let src = &Self::src(self.x, self.exps)[at..at + 2 * l];
+            let (y0, y1) = self.y[at..at + 2 * l].split_at_mut(l);
+            put::<V, true>(Self::op(self.a, self.b, V::load(src)), y0);
+            put::<V, true>(Self::op(self.a, self.b, V::load(&src[l..])), y1);
+            self.done += 1;
+        }
+    }
+
+    /// Writes the head and whatever [`OutRow::pair`] has not; returns the buffer.
+    #[inline(always)]
+    fn finish(self) -> &'a mut [f32] {
+        let (a, b, head) = (self.a, self.b, self.head);
+        let at = head + 2 * V::LANES * self.done;
+        let op = |v| Self::op(a, b, v);
+        let src = Self::src(self.x, self.exps);
+        map_to::<V, true>(&src[..head], &mut self.y[..head], op);
+        map_to::<V, true>(&src[at..], &mut self.y[at..], op);
+        self.exps
+    }
+}
+
+/// Softmax (log-softmax when `LOG`) of rows of at most [`SCRATCH_COLS`] values
+/// into an output written past the caches (the caller fences). Each row's
+/// exponentials go to one of two stack buffers, and the output is written once,
+/// from them or from `x`, software-pipelined: row `r`'s output goes out a pair
+/// of vectors at a time inside row `r + 1`'s exponential pass. Written in a burst
+/// of its own after each row, the non-temporal stores filled the write-combining
+/// buffers and stalled the core while memory idled through the exponentials.
+#[inline(always)]
+fn streamed_rows<V: Simd, const LOG: bool>(x: &[f32], y: &mut [f32], cols: usize) {
+    let mut bufs = [0.0f32; 2 * SCRATCH_COLS];
+    let (mut free, mut second) = bufs.split_at_mut(SCRATCH_COLS);
+    let mut pending: Option<OutRow<'_, V, LOG>> = None;
+    for (xr, yr) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
+        let exps = core::mem::take(&mut free);
+        let max = row_max_skip_nan::<V>(xr, true);
+        let sum = match pending.as_mut() {
+            Some(out) => exp_sub_sum::<V>(xr, &mut exps[..cols], max, true, |_| out.pair()),
+            None => exp_sub_sum::<V>(xr, &mut exps[..cols], max, true, |_| {}),
+        };
+        free = match pending.take() {
+            Some(out) => out.finish(),
+            None => core::mem::take(&mut second),
+        };
+        pending = Some(OutRow::new(xr, exps, yr, max, sum));
+    }
+    if let Some(out) = pending {
+        out.finish();
     }
 }
 
@@ -177,12 +277,11 @@ fn rows_of(x: &[f32], cols: usize, rows: Range<usize>, y: &mut [f32], log: bool)
     let row_pairs = x.chunks_exact(cols).zip(y.chunks_exact_mut(cols));
     if streams_out(count) && cols <= SCRATCH_COLS {
         // A dispatch of its own, so only this path's frame holds the buffer.
-        dispatch!(|V| {
-            let mut exps = [0.0f32; SCRATCH_COLS];
-            for (xr, yr) in row_pairs {
-                streamed_row::<V>(xr, yr, &mut exps[..cols], log);
-            }
-        });
+        if log {
+            dispatch!(|V| streamed_rows::<V, true>(x, y, cols));
+        } else {
+            dispatch!(|V| streamed_rows::<V, false>(x, y, cols));
+        }
         store_fence();
         return Ok(());
     }

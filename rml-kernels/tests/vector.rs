@@ -956,10 +956,53 @@ fn conversions_match_half_bit_for_bit() {
     assert!(convert::f16_to_f32(&[f16::ONE], &mut f).is_err());
 }
 
+/// Conversions whose f32 side passes 32 MiB stream their output (x86): bit for bit
+/// what `half` gives, through a head longer than one vector (the u16 output starts
+/// 5 values past a 64-byte boundary), the streamed body and a tail. The narrowed
+/// pairs include ones whose 32 bits read as a signalling NaN (bf16 `[1, inf]`),
+/// which the streamed form moves through float registers.
+#[test]
+#[cfg(target_arch = "x86_64")]
+#[cfg_attr(miri, ignore)] // 100 MiB of buffers.
+fn conversions_past_the_cache_size_stream_the_same_bits() {
+    let n = (32 << 20) / 4 + 37;
+    let mut rng = Rng::new(23);
+    let mut pattern = vec![0.0f32; 1021];
+    rng.fill(&mut pattern, -70000.0, 70000.0);
+    pattern.extend(specials());
+    pattern.extend([1.0, f32::INFINITY, 1.0, f32::NEG_INFINITY]);
+    pattern.extend([f32::from_bits(0x7f80_0001), f32::from_bits(0xffc0_1234)]);
+    let xs: Vec<f32> = pattern.iter().copied().cycle().take(n).collect();
+    let bits: Vec<u16> = (0..n).map(|i| (i * 7919 % 65536) as u16).collect();
+    let h: Vec<f16> = bits.iter().map(|&b| f16::from_bits(b)).collect();
+    let bh: Vec<bf16> = bits.iter().map(|&b| bf16::from_bits(b)).collect();
+    let (mut wide, mut narrow) = (vec![0.0f32; n + 16], vec![0u16; n + 32]);
+    let wide_off = 3 + (16 - wide.as_ptr().addr() / 4 % 16) % 16;
+    let narrow_off = 5 + (32 - narrow.as_ptr().addr() / 2 % 32) % 32;
+    let first_bad = |got: &[u16], want: &dyn Fn(usize) -> u16| (0..n).find(|&i| got[i] != want(i));
+    for_each_isa(|isa| {
+        let out = &mut wide[wide_off..wide_off + n];
+        convert::f16_to_f32(&h, out).unwrap();
+        let bad = (0..n).find(|&i| out[i].to_bits() != h[i].to_f32().to_bits());
+        assert!(bad.is_none(), "{} f16->f32: element {bad:?}", isa.name());
+        convert::bf16_to_f32(&bh, out).unwrap();
+        let bad = (0..n).find(|&i| out[i].to_bits() != bh[i].to_f32().to_bits());
+        assert!(bad.is_none(), "{} bf16->f32: element {bad:?}", isa.name());
+        let out = &mut narrow[narrow_off..narrow_off + n];
+        convert::f32_to_f16(&xs, bytemuck::cast_slice_mut(out)).unwrap();
+        let bad = first_bad(out, &|i| f16::from_f32(xs[i]).to_bits());
+        assert!(bad.is_none(), "{} f32->f16: element {bad:?}", isa.name());
+        convert::f32_to_bf16(&xs, bytemuck::cast_slice_mut(out)).unwrap();
+        let bad = first_bad(out, &|i| bf16::from_f32(xs[i]).to_bits());
+        assert!(bad.is_none(), "{} f32->bf16: element {bad:?}", isa.name());
+    });
+}
+
 /// Outputs beyond 32 MiB are written with non-temporal stores (x86): the same bits
 /// as the plain stores of calls below that size, through an unaligned head, the
 /// streamed body and a tail, for a unary op, a flat binary op, a broadcast row,
-/// softmax and log-softmax (each row through its stack buffer), and row by row for
+/// softmax and log-softmax (each row through its stack buffer, rows of 1024 and of
+/// 1000), and row by row for
 /// layer and RMS norm.
 #[test]
 #[cfg(target_arch = "x86_64")]
@@ -1012,6 +1055,18 @@ fn outputs_past_the_cache_size_stream_with_the_same_bits() {
             soft(&a, COLS, 0..rows, out).unwrap();
             in_chunks(&mut small, &|rs, y| soft(&a, COLS, rs, y).unwrap());
             check(out, &small, &format!("{} {name}", isa.name()));
+            // Rows of 1000: every row's output starts at another offset in its line.
+            let m = n - n % 1000;
+            let out = &mut big[off..off + m];
+            soft(&a, 1000, 0..m / 1000, out).unwrap();
+            for (r, y) in small[..m].chunks_mut(1000).enumerate() {
+                soft(&a, 1000, r..r + 1, y).unwrap();
+            }
+            check(
+                out,
+                &small[..m],
+                &format!("{} {name}, rows of 1000", isa.name()),
+            );
         }
         let (g, beta) = (&b[..COLS], &b[COLS..2 * COLS]);
         for (rms, name) in [(false, "layer_norm"), (true, "rms_norm")] {
