@@ -231,7 +231,14 @@ fn streamed_rows<V: Simd, const LOG: bool>(x: &[f32], y: &mut [f32], cols: usize
         let exps = core::mem::take(&mut free);
         let max = row_max_skip_nan::<V>(xr, true);
         let sum = match pending.as_mut() {
-            Some(out) => exp_sub_sum::<V>(xr, &mut exps[..cols], max, true, |_| out.pair()),
+            Some(out) => exp_sub_sum::<V>(
+                xr,
+                &mut exps[..cols],
+                max,
+                true,
+                #[inline(always)]
+                |_| out.pair(),
+            ),
             None => exp_sub_sum::<V>(xr, &mut exps[..cols], max, true, |_| {}),
         };
         free = match pending.take() {
