@@ -12,6 +12,10 @@
 #   ROUNDS=3 scripts/bench/gemm_peers.sh   # quicker
 #   PYTHON=/path/to/python (with numpy); default: a scratch venv in $SCRATCH/venv.
 #   RML_BENCH_CLOCK=cpu   # divide by thread CPU time instead of wall time
+# OpenBLAS runs twice: inside the Rust sweep's rounds ("openblas": the library NumPy's
+# wheel bundles, opened with dlopen and called through CBLAS, so it meets the same
+# machine noise as the others and pays no Python overhead), and afterwards as NumPy
+# itself in its own process ("numpy", skipped with ONLY).
 # Single-threaded sweeps first print the measured FMA peak ("peak fma ymm12": 12
 # independent ymm FMA chains, no memory traffic; "peak fma zmm12" too where the CPU has
 # AVX-512F) under the same clock, so "% of peak" uses this sweep's own figure rather
@@ -227,17 +231,24 @@ fn fma_peak_zmm() -> f64 {
 
 /// Single-thread read bandwidth in GB/s: sums a 64 MiB array (as large as the GEMV
 /// weights, twice the L3) with eight independent ymm accumulators, so only the
-/// loads' memory traffic limits it.
+/// loads' memory traffic limits it, read as `S` sequential streams in lockstep (the
+/// array's `S` equal parts, a cache line from each in turn). One stream is the plain
+/// read; GEMV reads eight weight rows at once, and on the Zen 3 four or eight streams
+/// move a third more than one (the hardware prefetchers keep more lines in flight).
 #[cfg(target_arch = "x86_64")]
-fn read_bandwidth() -> f64 {
+fn read_bandwidth<const S: usize>() -> f64 {
     use std::arch::x86_64::*;
     #[target_feature(enable = "avx2")]
-    fn sum(v: &[f32]) -> f32 {
+    fn sum<const S: usize>(v: &[f32]) -> f32 {
         let mut acc = [_mm256_setzero_ps(); 8];
-        for block in v.chunks_exact(64) {
-            for (i, x) in acc.iter_mut().enumerate() {
-                // SAFETY: `block` holds 64 floats, `i * 8 + 8 ≤ 64`.
-                *x = _mm256_add_ps(*x, unsafe { _mm256_loadu_ps(block.as_ptr().add(i * 8)) });
+        let part = v.len() / S;
+        let parts: Vec<&[f32]> = v.chunks_exact(part).take(S).collect();
+        for j in (0..part - part % 64).step_by(64) {
+            for p in &parts {
+                for (i, x) in acc.iter_mut().enumerate() {
+                    // SAFETY: `j + 64 ≤ part`, `i * 8 + 8 ≤ 64`.
+                    *x = _mm256_add_ps(*x, unsafe { _mm256_loadu_ps(p.as_ptr().add(j + i * 8)) });
+                }
             }
         }
         let mut out = [0.0f32; 8];
@@ -247,8 +258,75 @@ fn read_bandwidth() -> f64 {
     }
     let v = data(16 << 20, 5);
     // SAFETY: only called when the CPU reports AVX2.
-    let secs = time(|| { std::hint::black_box(unsafe { sum(&v) }); });
+    let secs = time(|| { std::hint::black_box(unsafe { sum::<S>(&v) }); });
     (v.len() * 4) as f64 / 1e9 / secs
+}
+
+/// NumPy's bundled OpenBLAS, opened in this process (path in `RML_BENCH_OPENBLAS`,
+/// found by the script) so it is timed inside the same rounds as the Rust crates.
+/// scipy-openblas is ILP64: 64-bit integers, symbols prefixed `scipy_` and suffixed `64_`.
+struct OpenBlas {
+    sgemm: unsafe extern "C" fn(i32, i32, i32, i64, i64, i64, f32, *const f32, i64,
+                                *const f32, i64, f32, *mut f32, i64),
+    sgemv: unsafe extern "C" fn(i32, i32, i64, i64, f32, *const f32, i64, *const f32, i64,
+                                f32, *mut f32, i64),
+}
+
+/// CBLAS enum values.
+const CBLAS_ROW_MAJOR: i32 = 101;
+const CBLAS_NO_TRANS: i32 = 111;
+const CBLAS_TRANS: i32 = 112;
+
+impl OpenBlas {
+    fn open() -> Option<OpenBlas> {
+        let path = std::ffi::CString::new(std::env::var("RML_BENCH_OPENBLAS").ok()?).ok()?;
+        // SAFETY: dlopen/dlsym with NUL-terminated names; the symbols' C signatures are
+        // CBLAS's with 64-bit integers (scipy-openblas64).
+        unsafe {
+            let lib = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+            if lib.is_null() {
+                return None;
+            }
+            let sym = |name: &str| {
+                let name = std::ffi::CString::new(name).unwrap();
+                let p = libc::dlsym(lib, name.as_ptr());
+                (!p.is_null()).then_some(p)
+            };
+            let sgemm = sym("scipy_cblas_sgemm64_")?;
+            let sgemv = sym("scipy_cblas_sgemv64_")?;
+            if let Some(set) = sym("scipy_openblas_set_num_threads64_") {
+                let set: unsafe extern "C" fn(i32) = std::mem::transmute(set);
+                set(threads() as i32);
+            }
+            Some(OpenBlas { sgemm: std::mem::transmute(sgemm), sgemv: std::mem::transmute(sgemv) })
+        }
+    }
+
+    /// `C = A·B`, row-major dense operands; one row of A goes through `sgemv` (`Bᵀ·a`),
+    /// as NumPy sends it, since OpenBLAS's `sgemm` does not special-case it.
+    fn gemm(&self, m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+        assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
+        let (m, k, n) = (m as i64, k as i64, n as i64);
+        // SAFETY: the buffers hold the dense row-major shapes checked above.
+        unsafe {
+            if m == 1 {
+                return (self.sgemv)(CBLAS_ROW_MAJOR, CBLAS_TRANS, k, n, 1.0, b.as_ptr(), n,
+                    a.as_ptr(), 1, 0.0, c.as_mut_ptr(), 1);
+            }
+            (self.sgemm)(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_NO_TRANS, m, n, k, 1.0,
+                a.as_ptr(), k, b.as_ptr(), n, 0.0, c.as_mut_ptr(), n)
+        }
+    }
+
+    /// `y = W·x` with `W: [n, k]` row-major (NumPy's `x @ W.T`).
+    fn gemv(&self, n: usize, k: usize, w: &[f32], x: &[f32], y: &mut [f32]) {
+        assert!(w.len() >= n * k && x.len() >= k && y.len() >= n);
+        // SAFETY: the buffers hold the shapes checked above.
+        unsafe {
+            (self.sgemv)(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, n as i64, k as i64, 1.0, w.as_ptr(),
+                k as i64, x.as_ptr(), 1, 0.0, y.as_mut_ptr(), 1)
+        }
+    }
 }
 
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
@@ -263,6 +341,10 @@ fn main() {
         let isa = rml_kernels::isa::Isa::parse(&name).expect("RML_ISA names a kernel family");
         rml_kernels::isa::force(isa).expect("RML_ISA: this CPU cannot run that family");
     }
+    let blas = OpenBlas::open();
+    if blas.is_none() {
+        println!("# no in-process OpenBLAS (RML_BENCH_OPENBLAS unset or not scipy-openblas64)");
+    }
     let shapes = [
         (64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
         (2048, 2048, 2048), (1, 4096, 4096), (8, 512, 2048), (64, 512, 2048), (64, 256, 256),
@@ -276,8 +358,10 @@ fn main() {
             let (med, lo, hi) = stats((0..rounds).map(|_| fma_peak_zmm()).collect());
             println!("peak fma zmm12 {med:.1} {lo:.1} {hi:.1}");
         }
-        let (med, lo, hi) = stats((0..rounds).map(|_| read_bandwidth()).collect());
+        let (med, lo, hi) = stats((0..rounds).map(|_| read_bandwidth::<1>()).collect());
         println!("peak read 64MiB {med:.1} {lo:.1} {hi:.1}");
+        let (med, lo, hi) = stats((0..rounds).map(|_| read_bandwidth::<4>()).collect());
+        println!("peak read4 64MiB {med:.1} {lo:.1} {hi:.1}");
     }
     for (m, k, n) in shapes {
         if !format!("{m}x{k}x{n}").contains(&only) {
@@ -295,7 +379,7 @@ fn main() {
         let team = Team::new(t, rml_host::team::SPIN).unwrap();
         let par = if t > 1 { gemm::Parallelism::Rayon(t) } else { gemm::Parallelism::None };
         let flop = 2.0 * (m * k * n) as f64;
-        let names = ["rml", "gemm", "matrixmultiply"];
+        let names = ["rml", "gemm", "matrixmultiply", "openblas"];
         let mut res: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
         for _ in 0..rounds {
             res[0].push(flop / 1e9 / time(|| {
@@ -312,8 +396,11 @@ fn main() {
                 matrixmultiply::sgemm(m, k, n, 1.0, a.as_ptr(), k as isize, 1, b.as_ptr(),
                     n as isize, 1, 0.0, c.as_mut_ptr(), n as isize, 1);
             }));
+            if let Some(blas) = &blas {
+                res[3].push(flop / 1e9 / time(|| blas.gemm(m, k, n, &a, &b, &mut c)));
+            }
         }
-        for (name, r) in names.iter().zip(res) {
+        for (name, r) in names.iter().zip(res).filter(|(_, r)| !r.is_empty()) {
             let (med, lo, hi) = stats(r);
             println!("gemm {m}x{k}x{n} {name} {med:.1} {lo:.1} {hi:.1}");
         }
@@ -332,6 +419,7 @@ fn main() {
     let mut r32 = Vec::new();
     let mut r16 = Vec::new();
     let mut rkn = Vec::new();
+    let mut rblas = Vec::new();
     for _ in 0..rounds {
         r32.push((n * k * 4) as f64 / 1e9 / time(|| {
             let xv = rml::MatRef::row_major(&x, 1, k).unwrap();
@@ -351,8 +439,13 @@ fn main() {
             let yv = rml::MatMut::row_major(&mut y, 1, n).unwrap();
             rml::gemv_kn(1.0, xv, bv, 0.0, yv, &rml::Epilogue::default()).unwrap();
         }));
+        if let Some(blas) = &blas {
+            rblas.push((n * k * 4) as f64 / 1e9 / time(|| blas.gemv(n, k, &w, &x, &mut y)));
+        }
     }
-    for (name, r) in [("rml_f32_nk", r32), ("rml_f16_nk", r16), ("rml_f32_kn", rkn)] {
+    let runs = [("rml_f32_nk", r32), ("rml_f16_nk", r16), ("rml_f32_kn", rkn),
+                ("openblas_f32_nk", rblas)];
+    for (name, r) in runs.into_iter().filter(|(_, r)| !r.is_empty()) {
         let (med, lo, hi) = stats(r);
         println!("gemv 1x4096x4096 {name} {med:.1} {lo:.1} {hi:.1}");
     }
@@ -413,10 +506,13 @@ if [ -z "$python" ]; then
 fi
 
 (cd "$scratch" && cargo build --release -q)
+openblas="$("$python" -c 'import glob, os, numpy
+d = os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs")
+print(next(iter(sorted(glob.glob(os.path.join(d, "libscipy_openblas64_*.so")))), ""))')"
 echo "# $(date -u +%FT%TZ) rounds=$rounds clock=${RML_BENCH_CLOCK:-wall}, threads=$threads; columns: kind shape impl median min max"
 echo "# (GFLOP/s for gemm, GB/s of weight bytes for gemv)"
-THREADS="$threads" MATMUL_NUM_THREADS="$threads" \
-  "$scratch/target/release/rml-gemm-peers" "$rounds" "${ONLY:-}"
+THREADS="$threads" MATMUL_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" \
+  RML_BENCH_OPENBLAS="$openblas" "$scratch/target/release/rml-gemm-peers" "$rounds" "${ONLY:-}"
 [ -n "${ONLY:-}" ] && exit 0
 THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads" \
   "$python" "$scratch/numpy_peer.py" "$rounds"

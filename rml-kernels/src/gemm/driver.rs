@@ -6,7 +6,9 @@ use super::epilogue::Epilogue;
 use super::mat::{MatMut, MatRef};
 use super::pack::{pack_a, pack_b_block};
 use super::tile::{TileSpec, tile_scalar};
-use super::{ALIGN_F32, KC, MC, MR, NC, NR, PackedA, PackedB, SMALL_M, Weight};
+use super::{
+    ALIGN_F32, KC, MC, MR, NC, NR, PackedA, PackedB, SMALL_M, STREAMED_B_MIN_BYTES, Weight,
+};
 use crate::isa::Isa;
 
 /// Largest row-major A (in bytes) read in place by the micro-kernels (when `k ≤ KC`;
@@ -169,17 +171,20 @@ pub(crate) fn run<T: Weight>(
     // tiles when B's rows lie a multiple of 4 KiB apart: a strip walk down K then
     // hits one L1 set (and a few L2 sets) row after row, so the second row tile
     // fetches the strip from L3 again; such a B is packed in narrow column blocks.
+    // A small-M product over a B past the L3 share (`STREAMED_B_MIN_BYTES`) packs it
+    // in whole `NC`-wide blocks, whose long row runs keep the prefetchers streaming.
+    let small_m = m <= SMALL_M && k * n * core::mem::size_of::<T>() <= STREAMED_B_MIN_BYTES;
     let direct_b: Option<(&[f32], usize)> = match &b {
         BSrc::Plain(bm)
             if bm.cs == 1
                 && (k * n * 4 <= DIRECT_B_MAX_BYTES
-                    || (m <= SMALL_M && (m <= MR || !bm.rs.is_multiple_of(L1_WAY_FLOATS)))) =>
+                    || (small_m && (m <= MR || !bm.rs.is_multiple_of(L1_WAY_FLOATS)))) =>
         {
             T::as_f32(bm.data).map(|d| (d, bm.rs))
         }
         _ => None,
     };
-    let nc_block = if m <= SMALL_M { SMALL_M_NC } else { NC };
+    let nc_block = if small_m { SMALL_M_NC } else { NC };
     // A plain A not read in place is packed block by block into scratch.
     let packs_a = matches!(a, ASrc::Plain(_)) && !direct_a;
     let a_len = if packs_a {

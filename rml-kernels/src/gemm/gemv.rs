@@ -149,6 +149,35 @@ fn kn_call<T: Weight>(kern: Kernel, d: &KnSpec, x: &[f32], b: &[T], y: &mut [f32
     }
 }
 
+/// Floats [`unshared_stride`] may add to a row of the on-stack y chunk.
+const YBUF_PAD_MAX: usize = 64;
+
+/// Whether two of `rows` y rows `rs` floats apart start within a cache line of a
+/// multiple of 4 KiB of each other, so that a column of y falls into one L1 set
+/// (the 8-way 32 KiB L1d of x86 cores) together with the eight B rows streamed
+/// beside it, which then evict each other. Zen 3, 4096 × 4096 weights, y rows 16
+/// KiB apart, GFLOP/s: 8 x rows ran at 12–13 in place, 28–34 with the rows 24
+/// floats further apart, 19–23 through the padded chunk below; 4 x rows ran at
+/// 14–19 in place and 13–16 through the chunk (its B rows are read in runs of
+/// ~1 KiB), so only more than four rows take it.
+fn rows_share_sets(rs: usize, rows: usize) -> bool {
+    (1..rows).any(|i| {
+        let off = (rs * i * 4) % 4096;
+        off.min(4096 - off) < 64
+    })
+}
+
+/// The least row stride of at least `cw` floats, a multiple of 8, at which `rows`
+/// rows share no sets ([`rows_share_sets`]); at most [`YBUF_PAD_MAX`] more than
+/// `cw` rounded up to 8.
+fn unshared_stride(cw: usize, rows: usize) -> usize {
+    let rs = cw.next_multiple_of(8);
+    (rs..=rs + YBUF_PAD_MAX)
+        .step_by(8)
+        .find(|&s| !rows_share_sets(s, rows))
+        .unwrap_or(rs)
+}
+
 fn check_common(x: &MatRef<'_, f32>, y: &MatMut<'_>, epi: &Epilogue<'_>) -> Result<()> {
     if x.rows != y.rows {
         return Err(Error::ShapeMismatch { op: "gemv" });
@@ -243,7 +272,7 @@ pub fn gemv_kn<T: Weight>(
         return Ok(());
     }
     let kern = Kernel::new(isa::active());
-    if y.cs == 1 || n == 1 {
+    if (y.cs == 1 || n == 1) && !(m > 4 && rows_share_sets(y.rs, m.min(SMALL_M))) {
         // Row-contiguous y: accumulate in place over whole B rows (the longest
         // sequential runs, which the prefetchers like best).
         for i0 in (0..m).step_by(SMALL_M) {
@@ -277,17 +306,20 @@ pub fn gemv_kn<T: Weight>(
         }
         return Ok(());
     }
-    // Strided y: accumulate a column chunk on the stack (8 KiB, L1-resident).
+    // Strided y, or more than four y rows a multiple of 4 KiB apart: accumulate a
+    // column chunk on the stack (8 KiB, L1-resident), its rows apart by a stride
+    // that shares no sets.
     let mut ybuf = [0.0f32; 2048];
     for i0 in (0..m).step_by(SMALL_M) {
         let mg = SMALL_M.min(m - i0);
-        let cw_max = (ybuf.len() / mg) / 8 * 8;
+        let cw_max = (ybuf.len() / mg - YBUF_PAD_MAX) / 8 * 8;
         for j0 in (0..n).step_by(cw_max) {
             let cw = cw_max.min(n - j0);
+            let rs = unshared_stride(cw, mg);
             for i in 0..mg {
                 for j in 0..cw {
                     let v = y.data[(i0 + i) * y.rs + (j0 + j) * y.cs];
-                    ybuf[i * cw + j] = if beta == 0.0 { 0.0 } else { beta * v };
+                    ybuf[i * rs + j] = if beta == 0.0 { 0.0 } else { beta * v };
                 }
             }
             if k > 0 {
@@ -297,13 +329,13 @@ pub fn gemv_kn<T: Weight>(
                     cw,
                     rs_x: x.rs,
                     rs_b: b.rs,
-                    rs_y: cw,
+                    rs_y: rs,
                     alpha,
                 };
                 kn_call(kern, &d, &x.data[i0 * x.rs..], &b.data[j0..], &mut ybuf);
             }
             for i in 0..mg {
-                let row = &mut ybuf[i * cw..(i + 1) * cw];
+                let row = &mut ybuf[i * rs..i * rs + cw];
                 if !epi.is_identity() {
                     epi.apply_row(row, i0 + i, j0);
                 }

@@ -62,10 +62,21 @@ pub const NC: usize = 3072;
 /// packing B): the small-M / decode path.
 pub const SMALL_M: usize = 8;
 
-/// Above this many bytes of B, a small-M product with row-contiguous B streams B
-/// rows ([`gemv_kn`]) rather than walking 16-column strips down all of K: past the L3
-/// share a strip walk defeats the hardware prefetcher.
-const GEMV_KN_MIN_BYTES: usize = 16 << 20;
+/// Above this many bytes of B, a small-M product neither walks 16-column strips of
+/// a row-contiguous B down all of K (past the L3 share a strip walk defeats the
+/// hardware prefetcher) nor packs it in narrow column blocks (whose rows of 512
+/// bytes do too): up to [`GEMV_KN_MAX_M`] rows stream B rows ([`gemv_kn`]), more
+/// pack B in whole `NC`-wide blocks.
+pub(crate) const STREAMED_B_MIN_BYTES: usize = 16 << 20;
+
+/// Most rows of A for which a product with a B over [`STREAMED_B_MIN_BYTES`] streams
+/// B rows ([`gemv_kn`]). Zen 3, 4096 × 4096 row-major f32 B, GFLOP/s with
+/// OpenBLAS's in the same runs: 2 rows 14.5–16.5 streamed, 5.8 packed (OpenBLAS
+/// 7.2–7.8); 4 rows 13.6–15.4 streamed, 9.8 packed (14.5–18.4); 8 rows 17.2
+/// streamed, 19.1–25.5 packed in `NC`-wide blocks (25.0–31.4). The streamed kernel
+/// loads and stores every y row's vector per eight B rows, which more rows than
+/// four make the bottleneck.
+pub(crate) const GEMV_KN_MAX_M: usize = 4;
 
 mod sealed {
     pub trait Sealed {}
@@ -354,7 +365,7 @@ pub fn gemm_ex<T: Weight>(
         let b_bytes = k
             .saturating_mul(n)
             .saturating_mul(core::mem::size_of::<T>());
-        if b.cs == 1 && (m == 1 || b_bytes > GEMV_KN_MIN_BYTES) {
+        if b.cs == 1 && (m == 1 || (m <= GEMV_KN_MAX_M && b_bytes > STREAMED_B_MIN_BYTES)) {
             return gemv_kn(alpha, a, b, beta, c, epi);
         }
     }

@@ -373,6 +373,38 @@ fn small_m_with_b_rows_4_kib_apart_packs_b_in_narrow_blocks() {
 }
 
 #[test]
+fn small_m_over_a_b_past_the_l3_share_streams_or_packs_whole_blocks() {
+    // A row-major B of 17 MB (over `STREAMED_B_MIN_BYTES`): up to GEMV_KN_MAX_M
+    // rows stream its rows (`gemv_kn`), more pack it in NC-wide blocks (K past KC
+    // four times, N past NC, both ragged). Too large for Miri.
+    if crate::testing::MIRI {
+        return;
+    }
+    let mut rng = Rng(53);
+    let (k, n) = (1100, 3900);
+    assert!(k * n * 4 > super::STREAMED_B_MIN_BYTES);
+    let b = TMat::new(&mut rng, k, n, Lay::RowMajor, 0.0);
+    for_each_isa(|isa| {
+        for m in [1, 3, super::GEMV_KN_MAX_M + 1, SMALL_M] {
+            let a = TMat::new(&mut rng, m, k, Lay::RowMajor, 0.0);
+            let want = reference_no_c(
+                0.5,
+                &|i, p| a.vals[i * k + p],
+                &|p, j| b.vals[p * n + j],
+                &Epilogue::default(),
+                (m, k, n),
+            );
+            let mut c = TMat::new(&mut rng, m, n, Lay::Padded, f32::NAN);
+            let mut scratch = vec![0.0; gemm_scratch_len(m, n, k)];
+            gemm(0.5, a.view(), b.view(), 0.0, c.view_mut(), &mut scratch).unwrap();
+            c.assert_guard();
+            let what = std::format!("{isa:?} m={m} k={k} n={n}");
+            assert_close(&|i, j| c.get(i, j), &want, m, n, &what);
+        }
+    });
+}
+
+#[test]
 fn gemm_transposed_views() {
     let mut rng = Rng(11);
     for_each_isa(|isa| {
@@ -838,6 +870,54 @@ fn gemv_paths_match_reference() {
                     }
                 }
             }
+        }
+    });
+}
+
+/// [K, N] GEMV into row-major y whose rows lie a multiple of 4 KiB apart (n = 1024,
+/// 2048): more than four x rows go through the padded on-stack chunk, several
+/// chunks per row and a ragged last one; fewer stay in place.
+#[test]
+fn gemv_kn_with_y_rows_4_kib_apart_matches_reference() {
+    let mut rng = Rng(47);
+    for_each_isa(|isa| {
+        let shapes: &[(usize, usize, usize)] = if crate::testing::MIRI {
+            &[(5, 3, 1024)]
+        } else {
+            &[
+                (3, 5, 1024),
+                (5, 3, 1024),
+                (8, 9, 2048),
+                (9, 4, 1024),
+                (17, 2, 1024),
+            ]
+        };
+        for &(m, k, n) in shapes {
+            let x = TMat::new(&mut rng, m, k, Lay::RowMajor, 0.0);
+            let b = TMat::new(&mut rng, k, n, Lay::RowMajor, 0.0);
+            let mut y = TMat::new(&mut rng, m, n, Lay::RowMajor, 0.0);
+            let (alpha, beta) = (0.5, 0.75);
+            let want = reference(
+                alpha,
+                &|i, p| x.vals[i * k + p],
+                &|p, j| b.vals[p * n + j],
+                beta,
+                &|i, j| y.vals[i * n + j],
+                &Epilogue::default(),
+                (m, k, n),
+            );
+            gemv_kn(
+                alpha,
+                x.view(),
+                b.view(),
+                beta,
+                y.view_mut(),
+                &Epilogue::default(),
+            )
+            .unwrap();
+            y.assert_guard();
+            let what = std::format!("{isa:?} gemv_kn m={m} k={k} n={n}");
+            assert_close(&|i, j| y.buf[i * n + j], &want, m, n, &what);
         }
     });
 }

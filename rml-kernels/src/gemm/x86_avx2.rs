@@ -18,16 +18,26 @@ use super::{MR, NR};
 use crate::isa::Isa;
 use crate::simd::prefetch;
 
-/// Proof that this CPU runs AVX2, FMA and F16C.
+/// Proof that this CPU runs AVX2, FMA and F16C, carrying the GEMV prefetch distance
+/// of its class of core.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Avx2(());
+pub(crate) struct Avx2 {
+    /// Bytes ahead of its loads at which a GEMV weight row asks for its lines (0:
+    /// never); see [`GEMV_AHEAD_AVX512`].
+    gemv_ahead: usize,
+}
 
 impl Avx2 {
     /// The token when `isa` runs the AVX2 kernels (AVX2, AVX-512) and the CPU
     /// supports it.
     #[inline]
     pub(crate) fn new(isa: Isa) -> Option<Avx2> {
-        (isa.has_avx2() && isa.is_supported()).then_some(Avx2(()))
+        let gemv_ahead = if isa == Isa::Avx512 {
+            GEMV_AHEAD_AVX512
+        } else {
+            GEMV_AHEAD_AVX2
+        };
+        (isa.has_avx2() && isa.is_supported()).then_some(Avx2 { gemv_ahead })
     }
 
     /// One GEMM micro-tile (see `tile.rs` for the contract).
@@ -89,18 +99,19 @@ impl Avx2 {
         y: &mut [f32],
     ) {
         d.assert_fits(x.len(), w.len(), y.len());
+        let ahead = self.gemv_ahead;
         // SAFETY: the token proves AVX2+FMA+F16C; `assert_fits` proved every x, w and y
         // element addressed by the spec lies in its slice.
         unsafe {
             match d.m {
-                1 => nk_rows::<W, 1, 8>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
-                2 => nk_rows::<W, 2, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
-                3 => nk_rows::<W, 3, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
-                4 => nk_rows::<W, 4, 3>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
-                5 => nk_rows::<W, 5, 2>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
-                6 => nk_rows::<W, 6, 2>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
-                7 => nk_rows::<W, 7, 1>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
-                _ => nk_rows::<W, 8, 1>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()),
+                1 => nk_rows::<W, 1, 8>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
+                2 => nk_rows::<W, 2, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
+                3 => nk_rows::<W, 3, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
+                4 => nk_rows::<W, 4, 3>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
+                5 => nk_rows::<W, 5, 2>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
+                6 => nk_rows::<W, 6, 2>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
+                7 => nk_rows::<W, 7, 1>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
+                _ => nk_rows::<W, 8, 1>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
             }
         }
     }
@@ -116,7 +127,15 @@ impl Avx2 {
     ) {
         d.assert_fits(x.len(), b.len(), ybuf.len());
         // SAFETY: as for `gemv_nk`.
-        unsafe { kn_chunk::<W>(d, x.as_ptr(), b.as_ptr(), ybuf.as_mut_ptr()) }
+        unsafe {
+            kn_chunk::<W>(
+                d,
+                x.as_ptr(),
+                b.as_ptr(),
+                ybuf.as_mut_ptr(),
+                self.gemv_ahead,
+            )
+        }
     }
 }
 
@@ -334,15 +353,23 @@ fn hsum(v: __m256) -> f32 {
     }
 }
 
-/// How far ahead of its loads a GEMV weight row asks for its cache lines. The
-/// hardware prefetchers follow each row, but every group of rows starts new streams
-/// for them to find. 1 KiB ahead, one software prefetch per line, each [N, K] row
-/// running on into the next group's (Zen 5, session 15, 4096 × 4096 weights, medians
-/// in GB/s, a plain streaming read 32–35 in the same runs): f32 [N, K] 33 → 38,
-/// f16 [N, K] 28 → 42–46, f32 [K, N] 31–34 → 41. 512 bytes ahead did not help; 4 KiB,
-/// or prefetching the whole next group, slowed the f32 one; stopping at each row's
-/// end cost f16 a quarter.
-const GEMV_PREFETCH_BYTES: usize = 1024;
+/// How far ahead of its loads a GEMV weight row asks for its cache lines on a core
+/// with AVX-512. The hardware prefetchers follow each row, but every group of rows
+/// starts new streams for them to find. 1 KiB ahead, one software prefetch per line,
+/// each [N, K] row running on into the next group's (Zen 5, session 15, 4096 × 4096
+/// weights, medians in GB/s, a plain streaming read 32–35 in the same runs): f32
+/// [N, K] 33 → 38, f16 [N, K] 28 → 42–46, f32 [K, N] 31–34 → 41. 512 bytes ahead did
+/// not help; 4 KiB, or prefetching the whole next group, slowed the f32 one; stopping
+/// at each row's end cost f16 a quarter.
+const GEMV_AHEAD_AVX512: usize = 1024;
+
+/// The same on a core with AVX2 only: none. On the Zen 3 (session 23, the distances
+/// interleaved in one process, 11 rounds, medians in GB/s) 1 KiB ahead slowed every
+/// GEMV by a fifth (f32 [N, K] 21.6 → 16.3, f32 [K, N] 20.2 → 16.7); 256 and 512
+/// bytes ahead matched no request at all. A software prefetch into L1 holds one of
+/// the core's few L1 miss buffers for a whole DRAM round trip, which the L2
+/// prefetcher's requests do not.
+const GEMV_AHEAD_AVX2: usize = 0;
 
 /// Weight values per 64-byte cache line.
 #[inline(always)]
@@ -350,7 +377,7 @@ const fn weights_per_line<W>() -> usize {
     64 / core::mem::size_of::<W>()
 }
 
-/// Asks for the line [`GEMV_PREFETCH_BYTES`] ahead of column `p` in each of `R`
+/// Asks for the line `ahead_bytes` (none when 0) ahead of column `p` in each of `R`
 /// weight rows of `len` values. Near a row's end the stream continues `next` values
 /// further on (the row the same stream reads next: the next group's, for [N, K]
 /// weights), or stops when `next` is `None` (a [K, N] chunk, whose row goes on into
@@ -361,8 +388,12 @@ fn prefetch_rows_ahead<W, const R: usize>(
     p: usize,
     len: usize,
     next: Option<usize>,
+    ahead_bytes: usize,
 ) {
-    let ahead = p + GEMV_PREFETCH_BYTES / core::mem::size_of::<W>();
+    if ahead_bytes == 0 {
+        return;
+    }
+    let ahead = p + ahead_bytes / core::mem::size_of::<W>();
     let offset = match next {
         _ if ahead < len => ahead,
         Some(next) => next + ahead - len,
@@ -384,6 +415,7 @@ unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
     x: *const f32,
     w: *const W,
     y: *mut f32,
+    ahead: usize,
 ) {
     let k8 = d.k - d.k % 8;
     let mut j = 0;
@@ -398,7 +430,7 @@ unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
         let mut p = 0;
         while p < k8 {
             if p % weights_per_line::<W>() == 0 {
-                prefetch_rows_ahead(&wr, p, d.k, Some(R * d.rs_w));
+                prefetch_rows_ahead(&wr, p, d.k, Some(R * d.rs_w), ahead);
             }
             let mut wv = [_mm256_setzero_ps(); R];
             for r in 0..R {
@@ -437,21 +469,25 @@ unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
     }
 }
 
-/// GEMV over [K, N] weights, one dense column chunk of y (see `Avx2::gemv_kn`):
-/// eight B rows stream at once (eight sequential read streams keep enough cache-line
-/// requests in flight), each y vector is loaded and stored once per eight rows.
+/// GEMV over [K, N] weights, one dense column chunk of y (see `Avx2::gemv_kn`): `G`
+/// B rows stream at once (eight sequential read streams keep enough cache-line
+/// requests in flight), each y vector is loaded and stored once per `G` rows.
+/// Three or four x rows take four B rows at a time: y rows a multiple of 4 KiB apart
+/// then share their L1 set with the B rows' lines, and four y rows beside eight B rows
+/// overflow its eight ways (Zen 3, 4096 × 4096, 4 x rows: 17–19 GFLOP/s with eight,
+/// 22–31 with four, as fast as with unaliased y rows; at 5–8 rows four did no better).
 ///
 /// # Safety
 /// AVX2+FMA+F16C available; extents checked by `KnSpec::assert_fits`, `d.m == M`.
 #[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
 #[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
-unsafe fn kn_chunk_m<W: Load8, const M: usize>(
+unsafe fn kn_chunk_m<W: Load8, const M: usize, const G: usize>(
     d: &super::gemv::KnSpec,
     x: *const f32,
     b: *const W,
     yb: *mut f32,
+    ahead: usize,
 ) {
-    const G: usize = 8;
     let cw8 = d.cw - d.cw % 8;
     let kg = d.k - d.k % G;
     let mut p = 0;
@@ -473,16 +509,23 @@ unsafe fn kn_chunk_m<W: Load8, const M: usize>(
             unsafe {
                 if rows == G {
                     if j % weights_per_line::<W>() == 0 {
-                        prefetch_rows_ahead(&br, j, d.cw, None);
+                        prefetch_rows_ahead(&br, j, d.cw, None, ahead);
                     }
                     let mut wv = [_mm256_setzero_ps(); G];
                     for r in 0..G {
                         wv[r] = W::load8(br[r].add(j));
                     }
+                    // Every y row's vector is loaded before any is stored: a load
+                    // after the store to the row above would wait for it whenever
+                    // the rows lie a multiple of 4 KiB apart ("4K aliasing").
+                    let mut yv = [_mm256_setzero_ps(); M];
+                    for (i, v) in yv.iter_mut().enumerate() {
+                        *v = _mm256_loadu_ps(yb.add(i * d.rs_y + j));
+                    }
                     for (i, xa_i) in xa.iter().enumerate() {
                         let yp = yb.add(i * d.rs_y + j);
                         // Two FMA chains of four instead of one of eight.
-                        let mut acc0 = _mm256_loadu_ps(yp);
+                        let mut acc0 = yv[i];
                         let mut acc1 = _mm256_mul_ps(xa_i[1], wv[1]);
                         for r in (0..G).step_by(2) {
                             acc0 = _mm256_fmadd_ps(xa_i[r], wv[r], acc0);
@@ -525,18 +568,24 @@ unsafe fn kn_chunk_m<W: Load8, const M: usize>(
 /// As for [`kn_chunk_m`] with `M = d.m ≤ 8`.
 #[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
 #[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
-unsafe fn kn_chunk<W: Load8>(d: &super::gemv::KnSpec, x: *const f32, b: *const W, yb: *mut f32) {
+unsafe fn kn_chunk<W: Load8>(
+    d: &super::gemv::KnSpec,
+    x: *const f32,
+    b: *const W,
+    yb: *mut f32,
+    ahead: usize,
+) {
     // SAFETY: forwarded caller contract; `d.m` selects the matching `M`.
     unsafe {
         match d.m {
-            1 => kn_chunk_m::<W, 1>(d, x, b, yb),
-            2 => kn_chunk_m::<W, 2>(d, x, b, yb),
-            3 => kn_chunk_m::<W, 3>(d, x, b, yb),
-            4 => kn_chunk_m::<W, 4>(d, x, b, yb),
-            5 => kn_chunk_m::<W, 5>(d, x, b, yb),
-            6 => kn_chunk_m::<W, 6>(d, x, b, yb),
-            7 => kn_chunk_m::<W, 7>(d, x, b, yb),
-            _ => kn_chunk_m::<W, 8>(d, x, b, yb),
+            1 => kn_chunk_m::<W, 1, 8>(d, x, b, yb, ahead),
+            2 => kn_chunk_m::<W, 2, 8>(d, x, b, yb, ahead),
+            3 => kn_chunk_m::<W, 3, 4>(d, x, b, yb, ahead),
+            4 => kn_chunk_m::<W, 4, 4>(d, x, b, yb, ahead),
+            5 => kn_chunk_m::<W, 5, 8>(d, x, b, yb, ahead),
+            6 => kn_chunk_m::<W, 6, 8>(d, x, b, yb, ahead),
+            7 => kn_chunk_m::<W, 7, 8>(d, x, b, yb, ahead),
+            _ => kn_chunk_m::<W, 8, 8>(d, x, b, yb, ahead),
         }
     }
 }
