@@ -472,10 +472,12 @@ unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
 /// GEMV over [K, N] weights, one dense column chunk of y (see `Avx2::gemv_kn`): `G`
 /// B rows stream at once (eight sequential read streams keep enough cache-line
 /// requests in flight), each y vector is loaded and stored once per `G` rows.
-/// Three or four x rows take four B rows at a time: y rows a multiple of 4 KiB apart
-/// then share their L1 set with the B rows' lines, and four y rows beside eight B rows
-/// overflow its eight ways (Zen 3, 4096 × 4096, 4 x rows: 17–19 GFLOP/s with eight,
-/// 22–31 with four, as fast as with unaliased y rows; at 5–8 rows four did no better).
+/// Two to four x rows take four B rows at a time: y rows a multiple of 4 KiB apart
+/// then share their L1 set with the B rows' lines, and y rows beside eight B rows
+/// overflow its eight ways. Zen 3, 4096 × 4096, GFLOP/s in alternated builds: 4 x
+/// rows 17–19 with eight, 22–31 with four (as fast as with unaliased y rows); 2 x
+/// rows 15–20 with eight, 19–24 with four (as fast as the [N, K] kernel in the same
+/// runs, which eight were 0.76–0.81× of); one row and 5–8 rows gained nothing.
 ///
 /// # Safety
 /// AVX2+FMA+F16C available; extents checked by `KnSpec::assert_fits`, `d.m == M`.
@@ -579,7 +581,7 @@ unsafe fn kn_chunk<W: Load8>(
     unsafe {
         match d.m {
             1 => kn_chunk_m::<W, 1, 8>(d, x, b, yb, ahead),
-            2 => kn_chunk_m::<W, 2, 8>(d, x, b, yb, ahead),
+            2 => kn_chunk_m::<W, 2, 4>(d, x, b, yb, ahead),
             3 => kn_chunk_m::<W, 3, 4>(d, x, b, yb, ahead),
             4 => kn_chunk_m::<W, 4, 4>(d, x, b, yb, ahead),
             5 => kn_chunk_m::<W, 5, 8>(d, x, b, yb, ahead),
