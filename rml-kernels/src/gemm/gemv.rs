@@ -188,10 +188,37 @@ fn check_common(x: &MatRef<'_, f32>, y: &MatMut<'_>, epi: &Epilogue<'_>) -> Resu
     epi.check(y.rows, y.cols)
 }
 
+/// Most x rows in one pass of the [N, K] kernels. Up to six rows keep two or more
+/// weight rows' accumulators in registers (`R·M ≤ 12`); seven or eight would take one
+/// weight row at a time against all their x rows, which for long rows come from L2
+/// at every step (eight rows of 4096 f32 are 128 KiB), so they run as two passes
+/// over each block of weight rows, the second reading the block from L2. Zen 3,
+/// 4096 × 4096 f32 weights, alternated builds, GFLOP/s: 8 rows 32.6–33.9 in one
+/// pass, 46.8–47.5 in two; 5 and 6 rows were slower in two (32–39 against 37–48).
+const NK_PASS_MAX_M: usize = 6;
+
+/// Bytes of weight rows that two passes (more than [`NK_PASS_MAX_M`] x rows) share
+/// through L2: half of a 512 KiB L2, leaving room for the x rows.
+const NK_L2_SHARE_BYTES: usize = 256 << 10;
+
+/// The `(first row, rows)` passes of a group of `mg` x rows: one pass up to
+/// [`NK_PASS_MAX_M`] rows, else two halves (the larger first).
+fn nk_passes(mg: usize) -> impl Iterator<Item = (usize, usize)> {
+    let first = if mg <= NK_PASS_MAX_M {
+        mg
+    } else {
+        mg.div_ceil(2)
+    };
+    [(0, first), (first, mg - first)]
+        .into_iter()
+        .filter(|&(_, rows)| rows > 0)
+}
+
 /// `y ← epi(alpha·x·Wᵀ + beta·y)`: `x` is `m × k`, the weight `w` is `n × k` (one row
 /// per output, as stored by PyTorch `Linear` and LLM checkpoints), `y` is `m × n`.
-/// `x` and `w` need unit column stride. Each weight row is read once per group of
-/// [`SMALL_M`] x rows, at memory bandwidth.
+/// `x` and `w` need unit column stride. Each weight row is read from memory once per
+/// group of [`SMALL_M`] x rows, at memory bandwidth (seven or eight rows read it a
+/// second time from L2, see [`NK_PASS_MAX_M`]).
 pub fn gemv_nk<T: Weight>(
     alpha: f32,
     x: MatRef<'_, f32>,
@@ -226,21 +253,33 @@ pub fn gemv_nk<T: Weight>(
                     }
                 }
             } else {
-                let d = NkSpec {
-                    m: mg,
-                    k,
-                    n: nb,
-                    rs_x: x.rs,
-                    rs_w: w.rs,
-                    rs_y: y.rs,
-                    cs_y: y.cs,
-                    alpha,
-                    beta,
+                // Weight rows per sub-block: with two passes, as many as fill
+                // NK_L2_SHARE_BYTES.
+                let sub = if mg > NK_PASS_MAX_M {
+                    (NK_L2_SHARE_BYTES / (k * core::mem::size_of::<T>())).clamp(1, nb)
+                } else {
+                    nb
                 };
-                let xs = &x.data[i0 * x.rs..];
-                let ws = &w.data[j0 * w.rs..];
-                let ys = &mut y.data[i0 * y.rs + j0 * y.cs..];
-                nk_call(kern, &d, xs, ws, ys);
+                for jb in (j0..j0 + nb).step_by(sub) {
+                    let nsub = sub.min(j0 + nb - jb);
+                    for (p0, pm) in nk_passes(mg) {
+                        let d = NkSpec {
+                            m: pm,
+                            k,
+                            n: nsub,
+                            rs_x: x.rs,
+                            rs_w: w.rs,
+                            rs_y: y.rs,
+                            cs_y: y.cs,
+                            alpha,
+                            beta,
+                        };
+                        let xs = &x.data[(i0 + p0) * x.rs..];
+                        let ws = &w.data[jb * w.rs..];
+                        let ys = &mut y.data[(i0 + p0) * y.rs + jb * y.cs..];
+                        nk_call(kern, &d, xs, ws, ys);
+                    }
+                }
             }
             if !epi.is_identity() {
                 epi.apply_tile(&mut y, i0, mg, j0, nb);

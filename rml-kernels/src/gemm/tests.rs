@@ -779,6 +779,9 @@ fn gemv_paths_match_reference() {
                     (9, 17),
                     (33, 65),
                     (100, 130),
+                    // Rows of 34–68 KB: 7+ x rows pass twice over blocks of 3–7
+                    // weight rows.
+                    (17_000, 9),
                 ]
             };
             for &(k, n) in shapes {
