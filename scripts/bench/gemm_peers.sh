@@ -15,7 +15,10 @@
 # OpenBLAS runs twice: inside the Rust sweep's rounds ("openblas": the library NumPy's
 # wheel bundles, opened with dlopen and called through CBLAS, so it meets the same
 # machine noise as the others and pays no Python overhead), and afterwards as NumPy
-# itself in its own process ("numpy", skipped with ONLY).
+# itself in its own process ("numpy", skipped with ONLY). With THREADS=2 only the
+# latter runs (two spinning thread pools in one process would fight for the cores).
+# The GEMV part ends with the small-M decode shapes (2, 4 and 8 rows against 4096 × 4096
+# f32 weights, as weight rows and as a [K, N] B) beside OpenBLAS's sgemm.
 # Single-threaded sweeps first print the measured FMA peak ("peak fma ymm12": 12
 # independent ymm FMA chains, no memory traffic; "peak fma zmm12" too where the CPU has
 # AVX-512F) under the same clock, so "% of peak" uses this sweep's own figure rather
@@ -341,8 +344,11 @@ fn main() {
         let isa = rml_kernels::isa::Isa::parse(&name).expect("RML_ISA names a kernel family");
         rml_kernels::isa::force(isa).expect("RML_ISA: this CPU cannot run that family");
     }
-    let blas = OpenBlas::open();
-    if blas.is_none() {
+    // Two threads: no OpenBLAS in this process. Its workers spin after each call, as
+    // rml's team does, and on two cores each pool would steal the other's (OpenBLAS
+    // ran at 2–3× its own speed and rml at a third of its one-thread speed).
+    let blas = if threads() == 1 { OpenBlas::open() } else { None };
+    if blas.is_none() && threads() == 1 {
         println!("# no in-process OpenBLAS (RML_BENCH_OPENBLAS unset or not scipy-openblas64)");
     }
     let shapes = [
@@ -448,6 +454,42 @@ fn main() {
     for (name, r) in runs.into_iter().filter(|(_, r)| !r.is_empty()) {
         let (med, lo, hi) = stats(r);
         println!("gemv 1x4096x4096 {name} {med:.1} {lo:.1} {hi:.1}");
+    }
+    // Small-M decode (batched or speculative tokens), GFLOP/s: weights as rows
+    // `[N, K]` (`x·Wᵀ`; OpenBLAS `sgemm` with B transposed) and as `[K, N]` (`x·B`).
+    let Some(blas) = &blas else { return };
+    for m in [2, 4, 8] {
+        let xm = data(m * k, 6);
+        let mut ym = vec![0.0f32; m * n];
+        let flop = 2.0 * (m * k * n) as f64;
+        let mut res: [Vec<f64>; 4] = Default::default();
+        for _ in 0..rounds {
+            res[0].push(flop / 1e9 / time(|| {
+                let xv = rml::MatRef::row_major(&xm, m, k).unwrap();
+                let wv = rml::MatRef::row_major(&w, n, k).unwrap();
+                let yv = rml::MatMut::row_major(&mut ym, m, n).unwrap();
+                rml::gemv_nk(1.0, xv, wv, 0.0, yv, &rml::Epilogue::default()).unwrap();
+            }));
+            res[1].push(flop / 1e9 / time(|| unsafe {
+                // SAFETY: dense row-major buffers of the stated shapes.
+                (blas.sgemm)(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS, m as i64, n as i64,
+                    k as i64, 1.0, xm.as_ptr(), k as i64, w.as_ptr(), k as i64, 0.0,
+                    ym.as_mut_ptr(), n as i64)
+            }));
+            let mut scratch = vec![0.0f32; rml::gemm_scratch_len(m, n, k)];
+            res[2].push(flop / 1e9 / time(|| {
+                let xv = rml::MatRef::row_major(&xm, m, k).unwrap();
+                let bv = rml::MatRef::row_major(&w, k, n).unwrap();
+                let yv = rml::MatMut::row_major(&mut ym, m, n).unwrap();
+                rml::gemm(1.0, xv, bv, 0.0, yv, &mut scratch).unwrap();
+            }));
+            res[3].push(flop / 1e9 / time(|| blas.gemm(m, k, n, &xm, &w, &mut ym)));
+        }
+        let names = ["rml_nk", "openblas_nk", "rml_kn", "openblas_kn"];
+        for (name, r) in names.iter().zip(res) {
+            let (med, lo, hi) = stats(r);
+            println!("gemm {m}x{k}x{n} {name} {med:.1} {lo:.1} {hi:.1}");
+        }
     }
 }
 RS

@@ -290,7 +290,7 @@ pub fn gemv_nk<T: Weight>(
 }
 
 /// `y ← epi(alpha·x·B + beta·y)`: `x` is `m × k`, `B` is `k × n` with unit column
-/// stride (rows streamed front to back, four at a time), `y` is `m × n`.
+/// stride (rows streamed front to back, four or eight at a time), `y` is `m × n`.
 pub fn gemv_kn<T: Weight>(
     alpha: f32,
     x: MatRef<'_, f32>,
