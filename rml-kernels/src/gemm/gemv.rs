@@ -149,6 +149,10 @@ fn kn_call<T: Weight>(kern: Kernel, d: &KnSpec, x: &[f32], b: &[T], y: &mut [f32
     }
 }
 
+/// Most x rows whose y rows a [K, N] GEMV accumulates in place even when they share
+/// L1 sets ([`rows_share_sets`]); more go through the padded on-stack chunk.
+const KN_SHARED_IN_PLACE_MAX_M: usize = 4;
+
 /// Floats [`unshared_stride`] may add to a row of the on-stack y chunk.
 const YBUF_PAD_MAX: usize = 64;
 
@@ -159,7 +163,8 @@ const YBUF_PAD_MAX: usize = 64;
 /// KiB apart, GFLOP/s: 8 x rows ran at 12–13 in place, 28–34 with the rows 24
 /// floats further apart, 19–23 through the padded chunk below; 4 x rows ran at
 /// 14–19 in place and 13–16 through the chunk (its B rows are read in runs of
-/// ~1 KiB), so only more than four rows take it.
+/// ~1 KiB; in place with four B rows at a time since, 22–31), so only more than
+/// [`KN_SHARED_IN_PLACE_MAX_M`] rows take it.
 fn rows_share_sets(rs: usize, rows: usize) -> bool {
     (1..rows).any(|i| {
         let off = (rs * i * 4) % 4096;
@@ -311,7 +316,8 @@ pub fn gemv_kn<T: Weight>(
         return Ok(());
     }
     let kern = Kernel::new(isa::active());
-    if (y.cs == 1 || n == 1) && !(m > 4 && rows_share_sets(y.rs, m.min(SMALL_M))) {
+    let shared = m > KN_SHARED_IN_PLACE_MAX_M && rows_share_sets(y.rs, m.min(SMALL_M));
+    if (y.cs == 1 || n == 1) && !shared {
         // Row-contiguous y: accumulate in place over whole B rows (the longest
         // sequential runs, which the prefetchers like best).
         for i0 in (0..m).step_by(SMALL_M) {

@@ -70,12 +70,12 @@ pub const SMALL_M: usize = 8;
 pub(crate) const STREAMED_B_MIN_BYTES: usize = 16 << 20;
 
 /// Most rows of A for which a product with a B over [`STREAMED_B_MIN_BYTES`] streams
-/// B rows ([`gemv_kn`]). Zen 3, 4096 × 4096 row-major f32 B, GFLOP/s with
-/// OpenBLAS's in the same runs: 2 rows 14.5–16.5 streamed, 5.8 packed (OpenBLAS
-/// 7.2–7.8); 4 rows 13.6–15.4 streamed, 9.8 packed (14.5–18.4); 8 rows 17.2
-/// streamed, 19.1–25.5 packed in `NC`-wide blocks (25.0–31.4). The streamed kernel
-/// loads and stores every y row's vector per eight B rows, which more rows than
-/// four make the bottleneck.
+/// B rows ([`gemv_kn`]). Zen 3, 4096 × 4096 row-major f32 B, GFLOP/s in runs
+/// minutes apart: 2 rows 14.5–16.5 streamed against 5.8 packed, 4 rows 13.6–15.4
+/// against 9.8, 8 rows 17.2 against 19.1–25.5 packed in `NC`-wide blocks (with
+/// four B rows at a time the streamed 2 and 4 rows have since reached 26 and 35).
+/// The streamed kernel loads and stores every y row's vector per four or eight B
+/// rows, which more rows than four make the bottleneck.
 pub(crate) const GEMV_KN_MAX_M: usize = 4;
 
 mod sealed {
