@@ -245,7 +245,7 @@ fn read_bandwidth<const S: usize>() -> f64 {
     fn sum<const S: usize>(v: &[f32]) -> f32 {
         let mut acc = [_mm256_setzero_ps(); 8];
         let part = v.len() / S;
-        let parts: Vec<&[f32]> = v.chunks_exact(part).take(S).collect();
+        let parts: [&[f32]; S] = std::array::from_fn(|s| &v[s * part..(s + 1) * part]);
         for j in (0..part - part % 64).step_by(64) {
             for p in &parts {
                 for (i, x) in acc.iter_mut().enumerate() {
@@ -463,6 +463,7 @@ fn main() {
         let mut ym = vec![0.0f32; m * n];
         let flop = 2.0 * (m * k * n) as f64;
         let mut res: [Vec<f64>; 4] = Default::default();
+        let mut scratch = vec![0.0f32; rml::gemm_scratch_len(m, n, k)];
         for _ in 0..rounds {
             res[0].push(flop / 1e9 / time(|| {
                 let xv = rml::MatRef::row_major(&xm, m, k).unwrap();
@@ -476,7 +477,6 @@ fn main() {
                     k as i64, 1.0, xm.as_ptr(), k as i64, w.as_ptr(), k as i64, 0.0,
                     ym.as_mut_ptr(), n as i64)
             }));
-            let mut scratch = vec![0.0f32; rml::gemm_scratch_len(m, n, k)];
             res[2].push(flop / 1e9 / time(|| {
                 let xv = rml::MatRef::row_major(&xm, m, k).unwrap();
                 let bv = rml::MatRef::row_major(&w, k, n).unwrap();
