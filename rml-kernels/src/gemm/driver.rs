@@ -24,11 +24,12 @@ const DIRECT_B_MAX_BYTES: usize = 16 << 10;
 /// One way of the 8-way 32 KiB L1d, in f32: addresses this far apart share a set.
 const L1_WAY_FLOATS: usize = 1024;
 
-/// Columns of B packed at a time when small M packs B (a 128 KiB block at `KC`
-/// rows, read from L2 by both row tiles). 8×512×2048 with B rows 8 KiB apart:
-/// read in place about 23–26 GFLOP/s, packed in blocks of 128 columns 37–38, of
-/// 64 or 256 columns 31–32 in the same sweep (docs/kernels.md).
-const SMALL_M_NC: usize = 128;
+/// Columns of B packed at a time when small M packs B (a 256 KiB block at `KC`
+/// rows, read from L2 by both row tiles). 8×512×2048 with B rows 8 KiB apart,
+/// Zen 3, session 24: 256 columns 45–47 GFLOP/s against 128's 44–46 (and 2–7 %
+/// ahead at 8×1024×1024, 8×512×4096, 8×4096×1024), once B packing no longer
+/// prefetched (docs/kernels.md); with that prefetch, 128 columns had been best.
+const SMALL_M_NC: usize = 256;
 
 /// Where A comes from.
 pub(crate) enum ASrc<'a> {

@@ -338,7 +338,7 @@ fn gemm_crosses_every_block_boundary() {
 #[test]
 fn small_m_with_b_rows_4_kib_apart_packs_b_in_narrow_blocks() {
     // Two row tiles (M = 7, 8) over a row-major B whose rows are 1024 or 2048
-    // floats apart: B is packed 128 columns at a time (full blocks, a ragged last
+    // floats apart: B is packed 256 columns at a time (full blocks, a ragged last
     // block, K past KC natively); one row tile (M = 6) still reads it in place.
     // Under Miri one packed case (ragged last block) alone: it takes minutes there.
     let mut rng = Rng(41);
