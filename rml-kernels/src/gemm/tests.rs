@@ -383,23 +383,10 @@ fn small_m_over_a_b_past_the_l3_share_streams_or_packs_whole_blocks() {
     let mut rng = Rng(53);
     let (k, n) = (1100, 3900);
     assert!(k * n * 4 > super::STREAMED_B_MIN_BYTES);
-    let b = TMat::new(&mut rng, k, n, Lay::RowMajor, 0.0);
+    let lays = (Lay::RowMajor, Lay::RowMajor, Lay::Padded);
     for_each_isa(|isa| {
         for m in [1, 3, super::GEMV_KN_MAX_M + 1, SMALL_M] {
-            let a = TMat::new(&mut rng, m, k, Lay::RowMajor, 0.0);
-            let want = reference_no_c(
-                0.5,
-                &|i, p| a.vals[i * k + p],
-                &|p, j| b.vals[p * n + j],
-                &Epilogue::default(),
-                (m, k, n),
-            );
-            let mut c = TMat::new(&mut rng, m, n, Lay::Padded, f32::NAN);
-            let mut scratch = vec![0.0; gemm_scratch_len(m, n, k)];
-            gemm(0.5, a.view(), b.view(), 0.0, c.view_mut(), &mut scratch).unwrap();
-            c.assert_guard();
-            let what = std::format!("{isa:?} m={m} k={k} n={n}");
-            assert_close(&|i, j| c.get(i, j), &want, m, n, &what);
+            check_gemm(&mut rng, isa, (m, k, n), lays, (0.5, 0.0));
         }
     });
 }
