@@ -285,6 +285,17 @@ impl Simd for F32x8 {
         F32x8(unsafe { _mm256_blendv_ps(b.0, a.0, m) })
     }
     #[inline(always)]
+    fn mul_pow2_normal(self, n: Self) -> Self {
+        // SAFETY: AVX2 available (module docs).
+        unsafe {
+            let e = _mm256_slli_epi32::<23>(_mm256_cvtps_epi32(n.0));
+            F32x8(_mm256_castsi256_ps(_mm256_add_epi32(
+                _mm256_castps_si256(self.0),
+                e,
+            )))
+        }
+    }
+    #[inline(always)]
     fn pow2(self) -> Self {
         // SAFETY: AVX2 available (module docs).
         unsafe {
