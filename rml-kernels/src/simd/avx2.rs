@@ -297,12 +297,8 @@ impl Simd for F32x8 {
     }
     #[inline(always)]
     fn pow2(self) -> Self {
-        // SAFETY: AVX2 available (module docs).
-        unsafe {
-            let n = _mm256_cvtps_epi32(self.0);
-            let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(n, _mm256_set1_epi32(127)));
-            F32x8(_mm256_castsi256_ps(e))
-        }
+        // 1 and every 2^n in range are normal: 1.0's bits plus n << 23.
+        Self::splat(1.0).mul_pow2_normal(self)
     }
     #[inline(always)]
     fn exponent_mantissa(self) -> (Self, Self) {
