@@ -133,8 +133,8 @@ fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
 /// is scaled: they do not wait on row r's reduction, division and square root, so
 /// the core works through that chain while it reads the next row, and the scaling
 /// finds its factors ready (Zen 3, session 26, two rows of 1024 in L1, fastest of
-/// 500 samples in alternated runs: RMS norm 255-308 -> 224-231 ns, layer norm
-/// 415-475 -> 402-415 ns). A streamed output takes each row's factors just before
+/// 500 samples in alternated runs: RMS norm 255-308 -> 224-236 ns, layer norm
+/// 415-475 -> 402-418 ns). A streamed output takes each row's factors just before
 /// it: there memory, not the chain, sets the pace, and with the factors taken ahead
 /// RMS norm's requests ahead (in its affine pass) reach a row only just before its
 /// sum of squares reads it (from memory: 0.75-0.86 of `copy` fell to 0.65-0.71).
@@ -217,16 +217,6 @@ pub fn layer_norm_rows(
     Ok(())
 }
 
-/// Sum of the squares of a row.
-#[inline(always)]
-fn sum_of_squares<V: Simd>(x: &[f32]) -> f32 {
-    row_sum_map::<V>(
-        x,
-        #[inline(always)]
-        |v| v.mul(v),
-    )
-}
-
 /// RMS normalization of rows `rows` of `x` (`cols` columns) into `y` (exactly those
 /// rows): `y = x / sqrt(mean(x^2) + eps) * gamma`; `gamma`, when given, has `cols`
 /// values.
@@ -258,7 +248,11 @@ pub fn rms_norm_rows(
             true,
             #[inline(always)]
             |xr| {
-                let ms = sum_of_squares::<V>(xr) / cols as f32;
+                let ms = row_sum_map::<V>(
+                    xr,
+                    #[inline(always)]
+                    |v| v.mul(v),
+                ) / cols as f32;
                 (0.0, 1.0 / sqrt_f32(ms + eps))
             },
         );
