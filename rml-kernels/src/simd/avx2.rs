@@ -140,6 +140,28 @@ impl Simd for F32x8 {
         }
     }
     #[inline(always)]
+    fn load_bf16_pair(s: &[u16]) -> [Self; 2] {
+        assert!(s.len() >= 16);
+        // SAFETY: 32 bytes readable (checked); AVX2 available (module docs).
+        unsafe {
+            let h = _mm256_loadu_si256(s.as_ptr().cast());
+            // NaN inputs come out quiet (the quiet bit set), as `half` does: the
+            // test and the bit on the sixteen 16-bit values, before widening.
+            let abs = _mm256_and_si256(h, _mm256_set1_epi16(0x7fff));
+            let nan = _mm256_cmpgt_epi16(abs, _mm256_set1_epi16(0x7f80));
+            let h = _mm256_or_si256(h, _mm256_and_si256(nan, _mm256_set1_epi16(0x0040)));
+            // 64-bit quarters in the order 0, 2, 1, 3: the low halves of the two
+            // 128-bit lanes then hold values 0-7 and the high halves 8-15, which
+            // the in-lane interleaves with zero (below each value: `h << 16`) take.
+            let q = _mm256_permute4x64_epi64::<0b11_01_10_00>(h);
+            let zero = _mm256_setzero_si256();
+            [
+                F32x8(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, q))),
+                F32x8(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, q))),
+            ]
+        }
+    }
+    #[inline(always)]
     fn store_bf16(self, s: &mut [u16]) {
         assert!(s.len() >= 8);
         // SAFETY: 16 bytes writable (checked); AVX2 available (module docs).

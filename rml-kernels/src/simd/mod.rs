@@ -75,6 +75,15 @@ pub(crate) trait Simd: Copy {
     fn store_f16(self, s: &mut [u16]);
     /// Loads `LANES` bfloat16 values (bit patterns) and widens them exactly.
     fn load_bf16(s: &[u16]) -> Self;
+    /// Loads `2 · LANES` bfloat16 values and widens them exactly into two
+    /// vectors, the first `LANES` values and the next: two [`Simd::load_bf16`]
+    /// by default. AVX2 and NEON quiet NaNs on the 16-bit values of one whole
+    /// register and then widen it into two (AVX2: by interleaving with zeros),
+    /// about half the operations.
+    #[inline(always)]
+    fn load_bf16_pair(s: &[u16]) -> [Self; 2] {
+        [Self::load_bf16(s), Self::load_bf16(&s[Self::LANES..])]
+    }
     /// Narrows to bfloat16 with round-to-nearest-even and stores the bits.
     fn store_bf16(self, s: &mut [u16]);
 

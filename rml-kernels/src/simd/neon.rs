@@ -79,6 +79,23 @@ impl Simd for F32x4 {
         }
     }
     #[inline(always)]
+    fn load_bf16_pair(s: &[u16]) -> [Self; 2] {
+        assert!(s.len() >= 8);
+        // SAFETY: 8 u16 readable (checked); NEON is baseline.
+        unsafe {
+            let h = vld1q_u16(s.as_ptr());
+            // NaN inputs come out quiet (the quiet bit set), as `half` does: the
+            // test and the bit on the eight 16-bit values, before widening.
+            let abs = vandq_u16(h, vdupq_n_u16(0x7fff));
+            let nan = vcgtq_u16(abs, vdupq_n_u16(0x7f80));
+            let h = vorrq_u16(h, vandq_u16(nan, vdupq_n_u16(0x0040)));
+            [
+                F32x4(vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(h)))),
+                F32x4(vreinterpretq_f32_u32(vshll_high_n_u16::<16>(h))),
+            ]
+        }
+    }
+    #[inline(always)]
     fn store_bf16(self, s: &mut [u16]) {
         assert!(s.len() >= 4);
         // SAFETY: 4 u16 writable (checked); NEON is baseline.
