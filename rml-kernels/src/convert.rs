@@ -74,39 +74,59 @@ fn widen<V: Simd, const S: bool, const G: usize>(
     widen_short(&src[main..], &mut dst[main..], &load);
 }
 
-/// Narrows fewer than `V::LANES` values through padded buffers (a head or a tail).
+/// `G` vectors loaded from the start of `s`.
 #[inline(always)]
-fn narrow_short<V: Simd>(src: &[f32], dst: &mut [u16], store: &impl Fn(V, &mut [u16])) {
+fn group<V: Simd, const G: usize>(s: &[f32]) -> [V; G] {
+    core::array::from_fn(|k| V::load(&s[k * V::LANES..]))
+}
+
+/// Narrows fewer than `G · V::LANES` values through padded buffers (a head or a
+/// tail).
+#[inline(always)]
+fn narrow_short<V: Simd, const G: usize>(
+    src: &[f32],
+    dst: &mut [u16],
+    store: &impl Fn([V; G], &mut [u16]),
+) {
     let t = src.len();
     if t > 0 {
-        let mut sb = [0.0f32; MAX_LANES];
-        let mut db = [0u16; MAX_LANES];
+        let mut sb = [0.0f32; MAX_GROUP * MAX_LANES];
+        let mut db = [0u16; MAX_GROUP * MAX_LANES];
         sb[..t].copy_from_slice(src);
-        store(V::load(&sb), &mut db);
+        store(group(&sb), &mut db);
         dst.copy_from_slice(&db[..t]);
     }
 }
 
-/// `store(src)` vector by vector, with plain stores.
+/// `store(src)`, `G` vectors a step, with plain stores.
 #[inline(always)]
-fn narrow_plain<V: Simd>(src: &[f32], dst: &mut [u16], store: &impl Fn(V, &mut [u16])) {
-    let l = V::LANES;
-    let main = src.len() - src.len() % l;
+fn narrow_plain<V: Simd, const G: usize>(
+    src: &[f32],
+    dst: &mut [u16],
+    store: &impl Fn([V; G], &mut [u16]),
+) {
+    let step = G * V::LANES;
+    let main = src.len() - src.len() % step;
     for (s, d) in src[..main]
-        .chunks_exact(l)
-        .zip(dst[..main].chunks_exact_mut(l))
+        .chunks_exact(step)
+        .zip(dst[..main].chunks_exact_mut(step))
     {
-        store(V::load(s), d);
+        store(group(s), d);
     }
     narrow_short(&src[main..], &mut dst[main..], store);
 }
 
-/// `store(src)` vector by vector. With `S`, from the first vector-aligned output
-/// byte on, two vectors' halves are gathered into one vector's bytes and stored
-/// past the caches (the bits pass through a float load and store unchanged), and
-/// `src` is asked for ahead.
+/// `store(src)`, `G` vectors a step. With `S`, from the first vector-aligned
+/// output byte on, two vectors' halves are gathered into one vector's bytes and
+/// stored past the caches (the bits pass through a float load and store
+/// unchanged), and `src` is asked for ahead.
 #[inline(always)]
-fn narrow<V: Simd, const S: bool>(src: &[f32], dst: &mut [u16], store: impl Fn(V, &mut [u16])) {
+fn narrow<V: Simd, const S: bool, const G: usize>(
+    src: &[f32],
+    dst: &mut [u16],
+    store: impl Fn([V; G], &mut [u16]),
+) {
+    const { assert!(G <= MAX_GROUP) };
     if !S {
         return narrow_plain(src, dst, &store);
     }
@@ -124,8 +144,9 @@ fn narrow<V: Simd, const S: bool>(src: &[f32], dst: &mut [u16], store: impl Fn(V
     for (s, d) in sp.chunks_exact(2 * l).zip(dp.chunks_exact_mut(l)) {
         prefetch_ahead(s);
         let halves: &mut [u16] = bytemuck::cast_slice_mut(&mut line[..l]);
-        store(V::load(&s[..l]), &mut halves[..l]);
-        store(V::load(&s[l..]), &mut halves[l..]);
+        for (sg, hg) in s.chunks_exact(G * l).zip(halves.chunks_exact_mut(G * l)) {
+            store(group(sg), hg);
+        }
         V::load(&line).store_stream(d);
     }
     narrow_plain(st, dt, &store);
@@ -173,17 +194,27 @@ fn widen_all<const BF: bool>(src: &[u16], dst: &mut [f32]) -> Result<()> {
 
 /// Narrows a whole slice on the active path, streaming as [`widen_all`] does
 /// (the output is half the f32 input's size, but the call sweeps both through
-/// the caches).
-// The closure is not redundant: see `widen_all`.
+/// the caches), bf16 two vectors a step on the vector paths as [`widen_all`]
+/// widens them ([`Simd::store_bf16_pair`]).
+// The closures are not redundant: see `widen_all`.
 #[allow(clippy::redundant_closure)]
 fn narrow_all<const BF: bool>(src: &[f32], dst: &mut [u16]) -> Result<()> {
     same_len(src.len(), dst.len())?;
-    dispatch_streamed!(streams_out(src.len()), |V, S| narrow::<V, S>(
-        src,
-        dst,
-        #[inline(always)]
-        |v, d| store_half::<V, BF>(v, d)
-    ));
+    dispatch_streamed!(streams_out(src.len()), |V, S| if BF && V::LANES > 1 {
+        narrow::<V, S, 2>(
+            src,
+            dst,
+            #[inline(always)]
+            |p, d| V::store_bf16_pair(p, d),
+        )
+    } else {
+        narrow::<V, S, 1>(
+            src,
+            dst,
+            #[inline(always)]
+            |[v], d| store_half::<V, BF>(v, d),
+        )
+    });
     Ok(())
 }
 

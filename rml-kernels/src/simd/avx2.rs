@@ -32,6 +32,26 @@ fn run_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The bfloat16 bits of each lane of `v` in the low half of its 32-bit lane:
+/// rounded to nearest even (add 0x7fff plus the lowest kept bit, then shift), and
+/// a NaN quiet with its top payload bits kept, as `half` narrows.
+#[inline(always)]
+fn bf16_lanes(v: __m256) -> __m256i {
+    // SAFETY: AVX2 available (module docs).
+    unsafe {
+        let bits = _mm256_castps_si256(v);
+        let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+        let high = _mm256_srli_epi32::<16>(bits);
+        let bias = _mm256_add_epi32(
+            _mm256_and_si256(high, _mm256_set1_epi32(1)),
+            _mm256_set1_epi32(0x7fff),
+        );
+        let rounded = _mm256_srli_epi32::<16>(_mm256_add_epi32(bits, bias));
+        let quiet = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
+        _mm256_blendv_epi8(rounded, quiet, nan)
+    }
+}
+
 /// All ones in the first `n` i32 lanes, zero in the others (panics unless
 /// `n <= 8`): the mask of a partial vector's masked load and store.
 #[inline(always)]
@@ -166,20 +186,24 @@ impl Simd for F32x8 {
         assert!(s.len() >= 8);
         // SAFETY: 16 bytes writable (checked); AVX2 available (module docs).
         unsafe {
-            let bits = _mm256_castps_si256(self.0);
-            let abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fff_ffff));
-            let nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f80_0000));
-            // Round to nearest even: add 0x7fff plus the lowest kept bit.
-            let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
-            let bias = _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff));
-            let rounded = _mm256_srli_epi32::<16>(_mm256_add_epi32(bits, bias));
-            let quiet = _mm256_or_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(0x40));
-            let out = _mm256_blendv_epi8(rounded, quiet, nan);
             // Pack the eight 32-bit lanes (each < 2^16) to u16; packus works per
             // 128-bit half, so fix the order of the 64-bit quarters afterwards.
+            let out = bf16_lanes(self.0);
             let packed = _mm256_packus_epi32(out, out);
             let ordered = _mm256_permute4x64_epi64::<0b1000>(packed);
             _mm_storeu_si128(s.as_mut_ptr().cast(), _mm256_castsi256_si128(ordered));
+        }
+    }
+    #[inline(always)]
+    fn store_bf16_pair([lo, hi]: [Self; 2], s: &mut [u16]) {
+        assert!(s.len() >= 16);
+        // SAFETY: 32 bytes writable (checked); AVX2 available (module docs).
+        unsafe {
+            // One pack for both (per 128-bit half: lo 0-3, hi 0-3, lo 4-7, hi
+            // 4-7), quarters reordered to 0, 2, 1, 3; one store.
+            let packed = _mm256_packus_epi32(bf16_lanes(lo.0), bf16_lanes(hi.0));
+            let ordered = _mm256_permute4x64_epi64::<0b11_01_10_00>(packed);
+            _mm256_storeu_si256(s.as_mut_ptr().cast(), ordered);
         }
     }
     #[inline(always)]
