@@ -22,7 +22,7 @@ fn same_len(a: usize, b: usize) -> Result<()> {
     Ok(())
 }
 
-/// The most vectors [`widen`] takes per step.
+/// The most vectors [`widen`] and [`narrow`] take per step.
 const MAX_GROUP: usize = 2;
 
 /// Widens fewer than `G · V::LANES` values through padded buffers (a head or a
@@ -74,10 +74,15 @@ fn widen<V: Simd, const S: bool, const G: usize>(
     widen_short(&src[main..], &mut dst[main..], &load);
 }
 
-/// `G` vectors loaded from the start of `s`.
+/// `G` vectors loaded from the start of `s` (a plain loop: a closure handed to
+/// `core::array::from_fn` could stay out of line, without the path's features).
 #[inline(always)]
 fn group<V: Simd, const G: usize>(s: &[f32]) -> [V; G] {
-    core::array::from_fn(|k| V::load(&s[k * V::LANES..]))
+    let mut vs = [V::splat(0.0); G];
+    for (k, v) in vs.iter_mut().enumerate() {
+        *v = V::load(&s[k * V::LANES..]);
+    }
+    vs
 }
 
 /// Narrows fewer than `G · V::LANES` values through padded buffers (a head or a

@@ -186,9 +186,9 @@ impl Simd for F32x8 {
         assert!(s.len() >= 8);
         // SAFETY: 16 bytes writable (checked); AVX2 available (module docs).
         unsafe {
+            let out = bf16_lanes(self.0);
             // Pack the eight 32-bit lanes (each < 2^16) to u16; packus works per
             // 128-bit half, so fix the order of the 64-bit quarters afterwards.
-            let out = bf16_lanes(self.0);
             let packed = _mm256_packus_epi32(out, out);
             let ordered = _mm256_permute4x64_epi64::<0b1000>(packed);
             _mm_storeu_si128(s.as_mut_ptr().cast(), _mm256_castsi256_si128(ordered));
