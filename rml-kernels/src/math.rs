@@ -6,7 +6,8 @@
 //! rounds `a * b + c` twice where the others fuse it), except erf, GELU, softplus
 //! and tanh, which have table-driven forms for the ISAs whose eight-entry table
 //! lookup is one instruction (AVX2, AVX-512; sixteen entries take one on AVX-512,
-//! two and a blend on AVX2, which is why tanh's table runs on AVX-512 only). The
+//! two and a blend on AVX2, which is why the tanh and softplus tables run on
+//! AVX-512 only). The
 //! slice functions here check lengths and dispatch through
 //! [`crate::elementwise::unary`].
 //!
@@ -64,10 +65,11 @@
 //!   `log1p(t) = 2 atanh(s) = 2s + s^3 R(s^2)`, `s = t/(2+t)` in `[0, 1/3]`
 //!   (degree-4 `R`): no rounded `1 + t` to correct and no exponent split (a NaN
 //!   input reaches the result through `t`); the common case `|x| < 87` takes
-//!   `e^{-|x|}` with one scaling. On AVX2 and AVX-512, lanes with `|x| < 15.5`
-//!   instead take `log1p(e^{-|x|})` from sixteen `vpermps` tables (unit
+//!   `e^{-|x|}` with one scaling. On AVX-512, lanes with `|x| < 15.5` instead
+//!   take `log1p(e^{-|x|})` from sixteen-entry `vpermps` tables (unit
 //!   intervals, degree-6 `P_i`, `softplus_table_v`): no division, no exponential,
-//!   2x faster on AVX-512.
+//!   2x faster there (on AVX2, whose sixteen-entry lookups take three
+//!   instructions, the formula is faster on the Zen 3).
 //!
 //! Polynomial coefficients come from `rml-kernels/scripts/fit_math.py` (Lawson
 //! near-minimax fits in float64, rounded to f32).
@@ -116,7 +118,7 @@ pub const GELU_TANH_TAIL_MAX_ULP: f64 = 256.0;
 /// Max error of [`silu`] in ULP (normal results; measured 2.97).
 pub const SILU_MAX_ULP: f64 = 4.0;
 /// Max error of [`softplus`] in ULP (normal results; measured 2.53; over every
-/// f32: 2.80 on the scalar path, 1.62 on AVX2 and AVX-512).
+/// f32: 2.80 on the scalar path, 1.62 on AVX-512's table form).
 pub const SOFTPLUS_MAX_ULP: f64 = 4.0;
 /// Max absolute error where a result is subnormal (measured 1.1e-43 for
 /// [`gelu_tanh`], at most 1e-44 for the others).
@@ -806,15 +808,17 @@ fn times_sigmoid<V: Simd>(x: V, v: V) -> V {
     V::select(negative, q.mul(V::splat(TWO_M24)), q)
 }
 
-/// `ln(1 + e^x)`: from [`SOFTPLUS_T`] where [`Simd::lookup8`] is one
-/// instruction (AVX2, AVX-512) and `|x| < SOFTPLUS_TABLE_MAX`, else by
-/// [`softplus_formula_v`]. The table's sixteen-entry lookups are one instruction
-/// on AVX-512 and three on AVX2, where the form still beats the formula (0.85
-/// against 0.99 µs per 2048). Which of the two a lane gets depends on that lane
-/// alone.
+/// `ln(1 + e^x)`: from [`SOFTPLUS_T`] where [`Simd::lookup16`] is one
+/// instruction (AVX-512) and `|x| < SOFTPLUS_TABLE_MAX`, else by
+/// [`softplus_formula_v`]. On AVX2 a sixteen-entry lookup is two `vpermps` and a
+/// blend, seven of them per vector: the table form beat the formula on a Zen 5
+/// (0.85 against 0.99 µs per 2048, session 18), where four pipes shuffle, but
+/// not on the Zen 3 (2.23 against 1.55 µs, session 27), whose AVX2 path is the
+/// one CPUs without AVX-512 run. Which of the two a lane gets depends on that
+/// lane alone.
 #[inline(always)]
 pub(crate) fn softplus_v<V: Simd>(x: V) -> V {
-    if !V::FAST_LOOKUP {
+    if !V::FAST_LOOKUP16 {
         return softplus_formula_v(x);
     }
     let table = softplus_table_v(x);
@@ -1568,8 +1572,8 @@ mod tests {
         check_table_form(Form::Tanh, 12.0, edges, &extra);
     }
 
-    /// The table-driven softplus on every path's `lookup16` (AVX2 and AVX-512 run
-    /// it in production).
+    /// The table-driven softplus on every path's `lookup16` (AVX-512 runs it in
+    /// production).
     #[test]
     fn softplus_table_form_within_bound_on_every_path() {
         let edges = (0..16).map(|i| 0.5 + i as f32);
