@@ -251,7 +251,7 @@ pub fn rms_norm_rows(
                 let ms = row_sum_map::<V>(
                     xr,
                     #[inline(always)]
-                    |v| v.mul(v),
+                    |a, v| v.mul_add(v, a),
                 ) / cols as f32;
                 (0.0, 1.0 / sqrt_f32(ms + eps))
             },
