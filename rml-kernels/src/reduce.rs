@@ -97,12 +97,19 @@ pub(crate) fn row_sum_map<V: Simd>(x: &[f32], add: impl Fn(V, V) -> V) -> f32 {
     acc.reduce_sum()
 }
 
-/// The mask of the first `len < V::LANES` lanes.
+/// Each lane's index, for [`tail_mask`].
+const LANE_INDEX: [f32; MAX_LANES] = [
+    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
+];
+
+/// The mask of the first `len < V::LANES` lanes: lane indices below `len`. (Built
+/// in a stack buffer instead, it compiled on AVX2 to a masked store that the
+/// next load waited on: a variance of rows of 100 values took longer than the
+/// one-lane path's, 851 against 780 ns per 2 KiB, and now 350; rows of 333
+/// values 388 -> 300 ns; session 28.)
 #[inline(always)]
 fn tail_mask<V: Simd>(len: usize) -> V::Mask {
-    let mut ones = [0.0f32; MAX_LANES];
-    ones[..len].fill(1.0);
-    V::load(&ones).eq(V::splat(1.0))
+    V::load(&LANE_INDEX).lt(V::splat(len as f32))
 }
 
 /// Maximum of a row (NaN-propagating; `-inf` when empty, NaN when any value is).
@@ -201,6 +208,33 @@ pub(crate) fn streams(values: usize) -> bool {
     values.saturating_mul(core::mem::size_of::<f32>()) > STREAM_MIN_BYTES
 }
 
+/// Mean and population variance of a row of at most [`MOMENT_BLOCK`] values on a
+/// vector path: the plain two-pass form, the row's mean and then its squared
+/// deviations from it. [`row_mean_var`]'s per-lane moments end in a merge across
+/// the lanes whose chain of reductions and divisions holds short rows up (session
+/// 28, Zen 3, variance of 2 KiB of rows: 64 values 618 -> 434 ns, 256 values 304
+/// -> 226). The one-lane path has no lanes to merge, and the two-pass form ran
+/// 15-21 % slower there (rows of 128 and 256 values).
+#[inline(always)]
+fn short_row_mean_var<V: Simd>(x: &[f32]) -> (f32, f32) {
+    let n = x.len() as f32;
+    let mean = row_sum_map::<V>(
+        x,
+        #[inline(always)]
+        |a, v| a.add(v),
+    ) / n;
+    let mean_v = V::splat(mean);
+    let m2 = row_sum_map::<V>(
+        x,
+        #[inline(always)]
+        |a, v| {
+            let d = v.sub(mean_v);
+            d.mul_add(d, a)
+        },
+    );
+    (mean, m2 / n)
+}
+
 /// Mean and population variance of a row, reading it from memory once.
 ///
 /// Each lane keeps its own moments. A block of [`MOMENT_BLOCK`] values takes the
@@ -213,11 +247,15 @@ pub(crate) fn streams(values: usize) -> bool {
 /// precision; unlike it, no second sweep leaves memory idle (a whole-row second
 /// pass held a 64 MiB variance to ~55 % of memcpy's bandwidth, session 15). With
 /// `stream`, each block first asks for the lines
-/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on.
+/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on. Rows of one block
+/// on a vector path take [`short_row_mean_var`].
 #[inline(always)]
 pub(crate) fn row_mean_var<V: Simd>(x: &[f32], stream: bool) -> (f32, f32) {
     let l = V::LANES;
     let main = x.len() - x.len() % l;
+    if V::LANES > 1 && !x.is_empty() && x.len() <= MOMENT_BLOCK {
+        return short_row_mean_var::<V>(x);
+    }
     let (mut mean, mut m2) = (V::splat(0.0), V::splat(0.0));
     // Values each lane has seen.
     let mut seen = 0usize;
