@@ -1,8 +1,9 @@
 //! Row reductions: sum, max, mean and variance of each row of a row-major matrix.
 //!
-//! Sums run in `4 * LANES` independent partial sums (pairwise across lanes at the
-//! end), so results differ from a sequential sum by rounding only; the order is
-//! fixed per ISA, so a given ISA is deterministic.
+//! Sums run in `8 * LANES` independent partial sums (eight vector accumulators,
+//! added pairwise at the end), so results differ from a sequential sum by
+//! rounding only; the order is fixed per ISA and row length, so a given ISA is
+//! deterministic.
 
 use core::ops::Range;
 
