@@ -73,7 +73,14 @@ fn lane_sums<V: Simd>(x: &[f32], add: impl Fn(V, V) -> V) -> V {
     for (a, c) in acc.iter_mut().zip(x[big..].chunks_exact(l)) {
         *a = add(*a, V::load(c));
     }
-    let mut n = ACCUMULATORS;
+    add_pairwise(&mut acc)
+}
+
+/// The sum of `acc`'s vectors (a power of two of them), added pairwise: each
+/// half onto the other until one is left.
+#[inline(always)]
+fn add_pairwise<V: Simd>(acc: &mut [V]) -> V {
+    let mut n = acc.len();
     while n > 1 {
         n /= 2;
         for k in 0..n {
@@ -196,8 +203,25 @@ fn row_fold<V: Simd, A: Copy>(
 /// memory idle longer: a 64 MiB variance ran at 56-76 % of `sum`'s bandwidth in
 /// blocks of 1024 against 79-91 % in blocks of 256, and at 68-85 % in blocks of
 /// 512 against 80-105 % (five alternated runs each). One size serves both, so a
-/// row's bits do not depend on whether its call streams.
+/// row's bits do not depend on whether its call streams; in L1 the vector paths
+/// overlap blocks instead ([`INTERLEAVED_BLOCKS`]).
 const MOMENT_BLOCK: usize = 256;
+
+/// Blocks of [`row_mean_var`] whose passes a vector path interleaves, each
+/// summing in [`GROUP_ACCUMULATORS`]: four blocks' chains (the sum, its
+/// reduction, the mean, then the squared deviations) overlap where one block's
+/// left the core waiting. Zen 3, variance of two rows of 1024 in L1: 203-206 ->
+/// 155-159 ns (3.4-3.5x the one-lane path, from 2.6x), a row of 4096 317-322 ->
+/// 231-237; layer norm 368-370 -> 331-351 (session 29). A call that streams
+/// takes a group's blocks one after another with the same arithmetic, so the
+/// same bits: interleaved, a 64 MiB variance fell from 83-88 % to 48-56 % of
+/// `sum`'s bandwidth, and asking for the lines further ahead won back only up to
+/// 75 %.
+const INTERLEAVED_BLOCKS: usize = 4;
+
+/// Accumulators per block of a group of [`INTERLEAVED_BLOCKS`], so a group keeps
+/// [`ACCUMULATORS`] in all.
+const GROUP_ACCUMULATORS: usize = ACCUMULATORS / INTERLEAVED_BLOCKS;
 
 /// A call whose rows span more than this many bytes reads them from beyond L2
 /// (1 MiB per core on the Zen 5, 512 KiB on the Zen 3): its row kernels stream,
@@ -236,6 +260,91 @@ fn short_row_mean_var<V: Simd>(x: &[f32]) -> (f32, f32) {
     (mean, m2 / n)
 }
 
+/// Each lane's mean and sum of squared deviations over each of the `G` equal
+/// blocks (whole vectors) of `group`: per block the two-pass form (its mean, then
+/// the squared deviations from it), each sum in `PER` accumulators
+/// ([`block_sums`]).
+#[inline(always)]
+fn block_moments<V: Simd, const G: usize, const PER: usize>(group: &[f32]) -> [(V, V); G] {
+    let inv = V::splat(1.0 / (group.len() / G / V::LANES) as f32);
+    let mut means = block_sums::<V, G, PER>(
+        group,
+        #[inline(always)]
+        |_, a, v| a.add(v),
+    );
+    for m in &mut means {
+        *m = m.mul(inv);
+    }
+    let m2s = block_sums::<V, G, PER>(
+        group,
+        #[inline(always)]
+        |j, a, v| {
+            let d = v.sub(means[j]);
+            d.mul_add(d, a)
+        },
+    );
+    let mut out = [(V::splat(0.0), V::splat(0.0)); G];
+    for (o, (&mb, &m2b)) in out.iter_mut().zip(means.iter().zip(&m2s)) {
+        *o = (mb, m2b);
+    }
+    out
+}
+
+/// Lane-wise sums over each of the `G` equal blocks of `group`, `add(j, acc, v)`
+/// adding block `j`'s term for `v` to `acc`, in `PER` accumulators per block.
+/// With `PER` = [`ACCUMULATORS`] (one block of any whole number of vectors) it is
+/// [`lane_sums`]; with fewer, the blocks must hold whole multiples of `PER`
+/// vectors, and their vectors interleave so that `G` blocks' chains of adds
+/// overlap. Either way accumulator `k` of a block takes the block's vectors `k`,
+/// `k + PER`, … and the accumulators add pairwise at the end: a block's sums do
+/// not depend on how many blocks go with it.
+#[inline(always)]
+fn block_sums<V: Simd, const G: usize, const PER: usize>(
+    group: &[f32],
+    add: impl Fn(usize, V, V) -> V,
+) -> [V; G] {
+    let mut out = [V::splat(0.0); G];
+    if G == 1 && PER == ACCUMULATORS {
+        // `lane_sums`'s exact chunks need no bounds checks: through the loop below
+        // the one-lane path ran 13-18 % slower (session 29).
+        out[0] = lane_sums::<V>(
+            group,
+            #[inline(always)]
+            |a, v| add(0, a, v),
+        );
+        return out;
+    }
+    let l = V::LANES;
+    let len = group.len() / G;
+    let step = PER * l;
+    debug_assert!(len.is_multiple_of(step) && group.len() == G * len);
+    let mut acc = [V::splat(0.0); ACCUMULATORS];
+    for i in (0..len).step_by(step) {
+        for j in 0..G {
+            let c = &group[j * len + i..][..step];
+            for k in 0..PER {
+                acc[j * PER + k] = add(j, acc[j * PER + k], V::load(&c[k * l..]));
+            }
+        }
+    }
+    for (o, a) in out.iter_mut().zip(acc.chunks_exact_mut(PER)) {
+        *o = add_pairwise(a);
+    }
+    out
+}
+
+/// Chan's pairwise update of each lane's running moments (`mean`, `m2` over
+/// `seen` values) with a block's (`mb`, `m2b` over `nb` values).
+#[inline(always)]
+fn merge_moments<V: Simd>(mean: &mut V, m2: &mut V, seen: &mut usize, nb: usize, mb: V, m2b: V) {
+    let total = (*seen + nb) as f32;
+    let delta = mb.sub(*mean);
+    *mean = delta.mul_add(V::splat(nb as f32 / total), *mean);
+    let weight = V::splat(*seen as f32 * nb as f32 / total);
+    *m2 = delta.mul(delta).mul_add(weight, m2.add(m2b));
+    *seen += nb;
+}
+
 /// Mean and population variance of a row, reading it from memory once.
 ///
 /// Each lane keeps its own moments. A block of [`MOMENT_BLOCK`] values takes the
@@ -248,8 +357,10 @@ fn short_row_mean_var<V: Simd>(x: &[f32]) -> (f32, f32) {
 /// precision; unlike it, no second sweep leaves memory idle (a whole-row second
 /// pass held a 64 MiB variance to ~55 % of memcpy's bandwidth, session 15). With
 /// `stream`, each block first asks for the lines
-/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on. Rows of one block
-/// on a vector path take [`short_row_mean_var`].
+/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on. On the vector
+/// paths the blocks go in groups of [`INTERLEAVED_BLOCKS`] where the row has them
+/// (blocks past the last whole group go one at a time), and rows of one block
+/// take [`short_row_mean_var`].
 #[inline(always)]
 pub(crate) fn row_mean_var<V: Simd>(x: &[f32], stream: bool) -> (f32, f32) {
     let l = V::LANES;
@@ -260,31 +371,33 @@ pub(crate) fn row_mean_var<V: Simd>(x: &[f32], stream: bool) -> (f32, f32) {
     let (mut mean, mut m2) = (V::splat(0.0), V::splat(0.0));
     // Values each lane has seen.
     let mut seen = 0usize;
-    for block in x[..main].chunks(MOMENT_BLOCK) {
+    let group_len = INTERLEAVED_BLOCKS * MOMENT_BLOCK;
+    let grouped = if V::LANES > 1 {
+        main - main % group_len
+    } else {
+        0
+    };
+    for group in x[..grouped].chunks_exact(group_len) {
+        if stream {
+            // From memory: the blocks in order ([`INTERLEAVED_BLOCKS`]).
+            for block in group.chunks_exact(MOMENT_BLOCK) {
+                prefetch_ahead(block);
+                let [(mb, m2b)] = block_moments::<V, 1, GROUP_ACCUMULATORS>(block);
+                merge_moments(&mut mean, &mut m2, &mut seen, MOMENT_BLOCK / l, mb, m2b);
+            }
+        } else {
+            let moments = block_moments::<V, INTERLEAVED_BLOCKS, GROUP_ACCUMULATORS>(group);
+            for (mb, m2b) in moments {
+                merge_moments(&mut mean, &mut m2, &mut seen, MOMENT_BLOCK / l, mb, m2b);
+            }
+        }
+    }
+    for block in x[grouped..main].chunks(MOMENT_BLOCK) {
         if stream {
             prefetch_ahead(block);
         }
-        let nb = block.len() / l;
-        let sums = lane_sums::<V>(
-            block,
-            #[inline(always)]
-            |a, v| a.add(v),
-        );
-        let mb = sums.mul(V::splat(1.0 / nb as f32));
-        let m2b = lane_sums::<V>(
-            block,
-            #[inline(always)]
-            |a, v| {
-                let d = v.sub(mb);
-                d.mul_add(d, a)
-            },
-        );
-        let total = (seen + nb) as f32;
-        let delta = mb.sub(mean);
-        mean = delta.mul_add(V::splat(nb as f32 / total), mean);
-        let weight = V::splat(seen as f32 * nb as f32 / total);
-        m2 = delta.mul(delta).mul_add(weight, m2.add(m2b));
-        seen += nb;
+        let [(mb, m2b)] = block_moments::<V, 1, ACCUMULATORS>(block);
+        merge_moments(&mut mean, &mut m2, &mut seen, block.len() / l, mb, m2b);
     }
     // The values past the last whole vector: one more in each of the first lanes
     // (Chan's update with `n_b = 1`, `M2_b = 0`).

@@ -713,7 +713,14 @@ fn variance_keeps_precision_under_a_large_offset() {
     // partial vector.
     let mut rng = Rng::new(6);
     for_each_isa(|isa| {
-        for cols in [1usize, 15, 256, 257, test_len(1000, 33), test_len(4099, 65)] {
+        for cols in [
+            1usize,
+            15,
+            256,
+            257,
+            test_len(1000, 33),
+            test_len(4099, 1031),
+        ] {
             let mut x = vec![0.0f32; 2 * cols];
             rng.fill(&mut x, -1.0, 1.0);
             x.iter_mut().for_each(|v| *v += 1000.0);
@@ -736,9 +743,11 @@ fn variance_keeps_precision_under_a_large_offset() {
 
 #[test]
 fn streaming_row_kernels_give_the_in_cache_bits() {
-    // A call over more than 1 MiB streams (prefetching ahead of each block);
-    // each row must come out as a call over that row alone computes it.
-    let (rows, cols) = (test_len(300, 2), test_len(1000, 40));
+    // A call over more than 1 MiB streams (prefetching ahead of each block, and
+    // taking a variance's groups of four blocks one block at a time); each row
+    // must come out as a call over that row alone computes it. Rows of 2612
+    // values: two groups of blocks, two more blocks, a partial block and vector.
+    let (rows, cols) = (test_len(105, 2), test_len(2612, 40));
     let mut rng = Rng::new(7);
     let mut x = vec![0.0f32; rows * cols];
     rng.fill(&mut x, -3.0, 5.0);
