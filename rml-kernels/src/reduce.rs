@@ -306,7 +306,7 @@ fn block_sums<V: Simd, const G: usize, const PER: usize>(
     let mut out = [V::splat(0.0); G];
     if G == 1 && PER == ACCUMULATORS {
         // `lane_sums`'s exact chunks need no bounds checks: through the loop below
-        // the one-lane path ran 13-18 % slower (session 29).
+        // the one-lane path ran 13-19 % slower (session 29).
         out[0] = lane_sums::<V>(
             group,
             #[inline(always)]
@@ -379,7 +379,7 @@ pub(crate) fn row_mean_var<V: Simd>(x: &[f32], stream: bool) -> (f32, f32) {
     };
     for group in x[..grouped].chunks_exact(group_len) {
         if stream {
-            // From memory: the blocks in order ([`INTERLEAVED_BLOCKS`]).
+            // From memory: the blocks in order (see `INTERLEAVED_BLOCKS`).
             for block in group.chunks_exact(MOMENT_BLOCK) {
                 prefetch_ahead(block);
                 let [(mb, m2b)] = block_moments::<V, 1, GROUP_ACCUMULATORS>(block);

@@ -709,8 +709,8 @@ fn reductions_match_reference() {
 fn variance_keeps_precision_under_a_large_offset() {
     // Values 1000 + U(-1, 1): a one-pass `E[x²] − E[x]²` in f32 would lose every
     // digit of the ~0.33 variance to the ~10⁶ squares; the blockwise two-pass
-    // moments keep VAR_RTOL. Lengths cover several blocks, a partial block and a
-    // partial vector.
+    // moments keep VAR_RTOL. Lengths cover several blocks, a group of four
+    // (under Miri too), a partial block and a partial vector.
     let mut rng = Rng::new(6);
     for_each_isa(|isa| {
         for cols in [
