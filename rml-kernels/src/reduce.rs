@@ -260,12 +260,12 @@ fn short_row_mean_var<V: Simd>(x: &[f32]) -> (f32, f32) {
     (mean, m2 / n)
 }
 
-/// Each lane's mean and sum of squared deviations over each of the `G` equal
+/// Each lane's means and sums of squared deviations over each of the `G` equal
 /// blocks (whole vectors) of `group`: per block the two-pass form (its mean, then
 /// the squared deviations from it), each sum in `PER` accumulators
 /// ([`block_sums`]).
 #[inline(always)]
-fn block_moments<V: Simd, const G: usize, const PER: usize>(group: &[f32]) -> [(V, V); G] {
+fn block_moments<V: Simd, const G: usize, const PER: usize>(group: &[f32]) -> ([V; G], [V; G]) {
     let inv = V::splat(1.0 / (group.len() / G / V::LANES) as f32);
     let mut means = block_sums::<V, G, PER>(
         group,
@@ -283,11 +283,7 @@ fn block_moments<V: Simd, const G: usize, const PER: usize>(group: &[f32]) -> [(
             d.mul_add(d, a)
         },
     );
-    let mut out = [(V::splat(0.0), V::splat(0.0)); G];
-    for (o, (&mb, &m2b)) in out.iter_mut().zip(means.iter().zip(&m2s)) {
-        *o = (mb, m2b);
-    }
-    out
+    (means, m2s)
 }
 
 /// Lane-wise sums over each of the `G` equal blocks of `group`, `add(j, acc, v)`
@@ -382,12 +378,12 @@ pub(crate) fn row_mean_var<V: Simd>(x: &[f32], stream: bool) -> (f32, f32) {
             // From memory: the blocks in order (see `INTERLEAVED_BLOCKS`).
             for block in group.chunks_exact(MOMENT_BLOCK) {
                 prefetch_ahead(block);
-                let [(mb, m2b)] = block_moments::<V, 1, GROUP_ACCUMULATORS>(block);
+                let ([mb], [m2b]) = block_moments::<V, 1, GROUP_ACCUMULATORS>(block);
                 merge_moments(&mut mean, &mut m2, &mut seen, MOMENT_BLOCK / l, mb, m2b);
             }
         } else {
-            let moments = block_moments::<V, INTERLEAVED_BLOCKS, GROUP_ACCUMULATORS>(group);
-            for (mb, m2b) in moments {
+            let (means, m2s) = block_moments::<V, INTERLEAVED_BLOCKS, GROUP_ACCUMULATORS>(group);
+            for (mb, m2b) in means.into_iter().zip(m2s) {
                 merge_moments(&mut mean, &mut m2, &mut seen, MOMENT_BLOCK / l, mb, m2b);
             }
         }
@@ -396,7 +392,7 @@ pub(crate) fn row_mean_var<V: Simd>(x: &[f32], stream: bool) -> (f32, f32) {
         if stream {
             prefetch_ahead(block);
         }
-        let [(mb, m2b)] = block_moments::<V, 1, ACCUMULATORS>(block);
+        let ([mb], [m2b]) = block_moments::<V, 1, ACCUMULATORS>(block);
         merge_moments(&mut mean, &mut m2, &mut seen, block.len() / l, mb, m2b);
     }
     // The values past the last whole vector: one more in each of the first lanes
