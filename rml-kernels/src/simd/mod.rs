@@ -87,8 +87,9 @@ pub(crate) trait Simd: Copy {
     /// Narrows to bfloat16 with round-to-nearest-even and stores the bits.
     fn store_bf16(self, s: &mut [u16]);
     /// Narrows two vectors to bfloat16 and stores the `2 · LANES` values in
-    /// order: two [`Simd::store_bf16`] by default; AVX2 packs both with one
-    /// pack and one reorder into one store.
+    /// order: two [`Simd::store_bf16`] by default; AVX2 gathers both vectors'
+    /// halves with two byte shuffles and one reorder into one store, and skips
+    /// the NaN handling when neither vector holds a NaN.
     #[inline(always)]
     fn store_bf16_pair([lo, hi]: [Self; 2], s: &mut [u16]) {
         lo.store_bf16(s);
