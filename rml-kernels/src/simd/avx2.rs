@@ -202,20 +202,32 @@ impl Simd for F32x8 {
         assert!(s.len() >= 16);
         // SAFETY: 32 bytes readable (checked); AVX2 available (module docs).
         unsafe {
-            let h = _mm256_loadu_si256(s.as_ptr().cast());
-            // NaN inputs come out quiet (the quiet bit set), as `half` does: the
-            // test and the bit on the sixteen 16-bit values, before widening.
-            let abs = _mm256_and_si256(h, _mm256_set1_epi16(0x7fff));
-            let nan = _mm256_cmpgt_epi16(abs, _mm256_set1_epi16(0x7f80));
-            let h = _mm256_or_si256(h, _mm256_and_si256(nan, _mm256_set1_epi16(0x0040)));
-            // 64-bit quarters in the order 0, 2, 1, 3: the low halves of the two
-            // 128-bit lanes then hold values 0-7 and the high halves 8-15, which
-            // the in-lane interleaves with zero (below each value: `h << 16`) take.
-            let q = _mm256_permute4x64_epi64::<0b11_01_10_00>(h);
-            let zero = _mm256_setzero_si256();
+            // Each eight values loaded into both 128-bit halves of a register (a
+            // load, no shuffle); one byte shuffle puts values 0-3 of the first
+            // half and 4-7 of the second in the high halves of the 32-bit lanes.
+            // One shuffle a vector, where a 256-bit load needs three for two
+            // (Zen 3, 2048 values in L1: 162 -> 139-141 ns).
+            let widen = _mm256_setr_epi8(
+                -1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7, -1, -1, 8, 9, -1, -1, 10,
+                11, -1, -1, 12, 13, -1, -1, 14, 15,
+            );
+            let first = _mm256_broadcastsi128_si256(_mm_loadu_si128(s.as_ptr().cast()));
+            let second = _mm256_broadcastsi128_si256(_mm_loadu_si128(s.as_ptr().add(8).cast()));
+            let lo = _mm256_castsi256_ps(_mm256_shuffle_epi8(first, widen));
+            let hi = _mm256_castsi256_ps(_mm256_shuffle_epi8(second, widen));
+            // NaN inputs come out quiet (the quiet bit set), as `half` does. One
+            // unordered compare of the two vectors finds a NaN in either; the
+            // usual pair has none (a NaN in every pair: 162 -> 177-183 ns).
+            let unordered = _mm256_cmp_ps::<_CMP_UNORD_Q>(lo, hi);
+            if _mm256_testz_ps(unordered, unordered) == 1 {
+                return [F32x8(lo), F32x8(hi)];
+            }
+            let quiet_bit = _mm256_set1_ps(f32::from_bits(0x40_0000));
+            let lo_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(lo, lo);
+            let hi_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(hi, hi);
             [
-                F32x8(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, q))),
-                F32x8(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, q))),
+                F32x8(_mm256_or_ps(lo, _mm256_and_ps(lo_nan, quiet_bit))),
+                F32x8(_mm256_or_ps(hi, _mm256_and_ps(hi_nan, quiet_bit))),
             ]
         }
     }

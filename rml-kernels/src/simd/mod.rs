@@ -77,9 +77,9 @@ pub(crate) trait Simd: Copy {
     fn load_bf16(s: &[u16]) -> Self;
     /// Loads `2 · LANES` bfloat16 values and widens them exactly into two
     /// vectors, the first `LANES` values and the next: two [`Simd::load_bf16`]
-    /// by default. AVX2 and NEON quiet NaNs on the 16-bit values of one whole
-    /// register and then widen it into two (AVX2: by interleaving with zeros),
-    /// about half the operations.
+    /// by default. NEON quiets NaNs on the 16-bit values of one whole register
+    /// and then widens it into two, about half the operations; AVX2 widens each
+    /// eight with one byte shuffle and quiets NaNs only when the pair holds one.
     #[inline(always)]
     fn load_bf16_pair(s: &[u16]) -> [Self; 2] {
         [Self::load_bf16(s), Self::load_bf16(&s[Self::LANES..])]
