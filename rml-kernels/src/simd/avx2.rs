@@ -32,6 +32,22 @@ fn run_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The f32 quiet bit: set in a NaN's bits, it makes the NaN quiet (as `half`
+/// does when it converts one).
+const QUIET_BIT: i32 = 0x40_0000;
+
+/// Whether `a` or `b` holds a NaN in any lane: one unordered compare of the two
+/// and one `vtestps`, so that the bf16 pairs skip their NaN handling in the
+/// usual case.
+#[inline(always)]
+fn pair_holds_nan(a: __m256, b: __m256) -> bool {
+    // SAFETY: AVX available (module docs).
+    unsafe {
+        let unordered = _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b);
+        _mm256_testz_ps(unordered, unordered) == 0
+    }
+}
+
 /// Each lane's f32 bits rounded to nearest even at bit 16, so its high half
 /// holds the bfloat16 bits: add 0x7fff, which carries into the kept bits past
 /// the halfway point, and one more on a tie (low half 0x8000) whose lowest kept
@@ -62,8 +78,8 @@ fn bf16_rounded_not_nan(v: __m256) -> __m256i {
 fn bf16_rounded(v: __m256) -> __m256i {
     // SAFETY: AVX2 available (module docs).
     unsafe {
-        let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-        let quiet = _mm256_or_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x40_0000));
+        let nan = _mm256_castps_si256(F32x8(v).is_nan());
+        let quiet = _mm256_or_si256(_mm256_castps_si256(v), _mm256_set1_epi32(QUIET_BIT));
         _mm256_blendv_epi8(bf16_rounded_not_nan(v), quiet, nan)
     }
 }
@@ -193,7 +209,7 @@ impl Simd for F32x8 {
             // NaN inputs come out quiet (the quiet bit set), as `half` does.
             let abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fff_ffff));
             let nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f80_0000));
-            let quiet = _mm256_and_si256(nan, _mm256_set1_epi32(0x0040_0000));
+            let quiet = _mm256_and_si256(nan, _mm256_set1_epi32(QUIET_BIT));
             F32x8(_mm256_castsi256_ps(_mm256_or_si256(bits, quiet)))
         }
     }
@@ -215,19 +231,16 @@ impl Simd for F32x8 {
             let second = _mm256_broadcastsi128_si256(_mm_loadu_si128(s.as_ptr().add(8).cast()));
             let lo = _mm256_castsi256_ps(_mm256_shuffle_epi8(first, widen));
             let hi = _mm256_castsi256_ps(_mm256_shuffle_epi8(second, widen));
-            // NaN inputs come out quiet (the quiet bit set), as `half` does. One
-            // unordered compare of the two vectors finds a NaN in either; the
-            // usual pair has none (a NaN in every pair: 162 -> 177-183 ns).
-            let unordered = _mm256_cmp_ps::<_CMP_UNORD_Q>(lo, hi);
-            if _mm256_testz_ps(unordered, unordered) == 1 {
-                return [F32x8(lo), F32x8(hi)];
+            // NaN inputs come out quiet, as `half` does; the usual pair has none
+            // (a NaN in every pair: 162 -> 177-183 ns).
+            let (lo, hi) = (F32x8(lo), F32x8(hi));
+            if !pair_holds_nan(lo.0, hi.0) {
+                return [lo, hi];
             }
-            let quiet_bit = _mm256_set1_ps(f32::from_bits(0x40_0000));
-            let lo_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(lo, lo);
-            let hi_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(hi, hi);
+            let quiet_bit = _mm256_castsi256_ps(_mm256_set1_epi32(QUIET_BIT));
             [
-                F32x8(_mm256_or_ps(lo, _mm256_and_ps(lo_nan, quiet_bit))),
-                F32x8(_mm256_or_ps(hi, _mm256_and_ps(hi_nan, quiet_bit))),
+                F32x8(_mm256_or_ps(lo.0, _mm256_and_ps(lo.is_nan(), quiet_bit))),
+                F32x8(_mm256_or_ps(hi.0, _mm256_and_ps(hi.is_nan(), quiet_bit))),
             ]
         }
     }
@@ -247,15 +260,13 @@ impl Simd for F32x8 {
         assert!(s.len() >= 16);
         // SAFETY: 32 bytes writable (checked); AVX2 available (module docs).
         unsafe {
-            // One unordered compare of the two vectors finds a NaN in either; the
-            // usual pair has none and skips the NaN blend, which took a third of
-            // the time (Zen 3, 2048 values in L1: 284-289 -> 210-212 ns; with a
-            // NaN in every pair 276 -> 260).
-            let unordered = _mm256_cmp_ps::<_CMP_UNORD_Q>(lo.0, hi.0);
-            let (lo, hi) = if _mm256_testz_ps(unordered, unordered) == 1 {
-                (bf16_rounded_not_nan(lo.0), bf16_rounded_not_nan(hi.0))
-            } else {
+            // The usual pair holds no NaN and skips the NaN blend, which took a
+            // third of the time (Zen 3, 2048 values in L1: 284-289 -> 210-212
+            // ns; with a NaN in every pair 276 -> 260).
+            let (lo, hi) = if pair_holds_nan(lo.0, hi.0) {
                 (bf16_rounded(lo.0), bf16_rounded(hi.0))
+            } else {
+                (bf16_rounded_not_nan(lo.0), bf16_rounded_not_nan(hi.0))
             };
             // Per 128-bit half: lo 0-3, hi 0-3 (then lo 4-7, hi 4-7); quarters
             // reordered to 0, 2, 1, 3; one store.
