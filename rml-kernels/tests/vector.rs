@@ -12,7 +12,7 @@ use rml_kernels::reduce::{ReduceOp, moments_rows_f64, reduce_rows, sum_rows_f64}
 use rml_kernels::softmax::{
     log_softmax_rows, softmax_parts_inplace, softmax_rows, softmax_rows_inplace,
 };
-use rml_kernels::testing::{Rng, SIZES, for_each_isa, test_len, ulp_error, unary_reference};
+use rml_kernels::testing::{MIRI, Rng, SIZES, for_each_isa, test_len, ulp_error, unary_reference};
 
 /// Softmax: |y - ref| <= SOFTMAX_ATOL + SOFTMAX_RTOL |ref|.
 const SOFTMAX_RTOL: f64 = 1e-5;
@@ -244,11 +244,18 @@ fn math_common_case_paths_give_the_full_paths_values() {
     let mixed: Vec<f32> = (0..width).map(|i| -11.3 + 1.41 * i as f32).collect();
     let odd = specials();
     let n = test_len(odd.len(), 6);
+    // Under Miri the odd value goes in the last lane only (the second of two
+    // AVX2 vectors, behind a common-case first one).
+    let positions: &[usize] = if MIRI {
+        &[width - 1]
+    } else {
+        &[0, 5, width - 1]
+    };
     for_each_isa(|isa| {
         for op in UnaryOp::ALL.into_iter().filter(|&op| is_math(op)) {
             for base in [&positive, &mixed] {
                 for &s in &odd[..n] {
-                    for p in [0, 5, width - 1] {
+                    for &p in positions {
                         let mut x = base.clone();
                         x[p] = s;
                         let mut y = vec![0.0f32; width];
