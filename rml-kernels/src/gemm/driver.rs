@@ -5,7 +5,7 @@
 use super::epilogue::Epilogue;
 use super::mat::{MatMut, MatRef};
 use super::pack::{pack_a, pack_b_block};
-use super::tile::{TileSpec, tile_scalar};
+use super::tile::{Column, TileSpec, tile_scalar};
 use super::{
     ALIGN_F32, KC, MC, MR, NC, NR, PackedA, PackedB, SMALL_M, STREAMED_B_MIN_BYTES, Weight,
 };
@@ -87,6 +87,23 @@ impl Kernel {
             Kernel::Avx512(k) => k.avx2().tile(spec, a, b, c),
             #[cfg(target_arch = "aarch64")]
             Kernel::Neon(k) => k.tile(spec, a, b, c),
+        }
+    }
+
+    /// A [`Column`] of full tiles of packed operands: one call on AVX2 and AVX-512
+    /// (whose single-panel tiles are AVX2's), a call per tile elsewhere.
+    fn tile_column(self, spec: &TileSpec, col: Column, a: &[f32], b: &[f32], c: &mut [f32]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2(k) => k.tile_column(spec, col, a, b, c),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512(k) => k.avx2().tile_column(spec, col, a, b, c),
+            _ => {
+                for t in 0..col.tiles {
+                    let (a, c) = (&a[t * col.a_step..], &mut c[t * MR * spec.rs_c..]);
+                    self.tile(spec, a, b, c);
+                }
+            }
         }
     }
 
@@ -231,7 +248,42 @@ pub(crate) fn run<T: Weight>(
                     let pair = kern.width() > NR && c.cs == 1 && nc - jr >= 2 * NR;
                     let nr = if pair { 2 * NR } else { NR.min(nc - jr) };
                     let bs = &bbuf[b_off + (jr / NR) * b_step..];
-                    for (ir, mr) in row_tiles(mc, direct_a) {
+                    // With both operands packed, the block's full tiles over this B
+                    // panel go down the rows in one call, unless the epilogue is due
+                    // (it runs per tile, while the tile is in L1); the loop below
+                    // takes the rest.
+                    let mut first_row = 0;
+                    if !direct_a && rs_b == NR && !pair && nr == NR && c.cs == 1 && !(last && fuse)
+                    {
+                        let tiles = mc / MR;
+                        let (abuf, a_off, a_step) = match &a {
+                            ASrc::Plain(_) => (&*sa, 0, MR * kc),
+                            ASrc::Packed(p) => (p.data, ic * k + pc * MR, MR * k),
+                        };
+                        if tiles > 0 {
+                            let spec = TileSpec {
+                                kc,
+                                mr: MR,
+                                nr: NR,
+                                rs_a: 1,
+                                cs_a: MR,
+                                rs_b,
+                                rs_c: c.rs,
+                                alpha,
+                                beta: beta_k,
+                            };
+                            let cs = &mut c.data[ic * c.rs + jc + jr..];
+                            kern.tile_column(
+                                &spec,
+                                Column { tiles, a_step },
+                                &abuf[a_off..],
+                                bs,
+                                cs,
+                            );
+                        }
+                        first_row = tiles * MR;
+                    }
+                    for (ir, mr) in row_tiles(mc, direct_a).filter(|&(ir, _)| ir >= first_row) {
                         let (abuf, a_off, rs_a, cs_a) = match (&a, direct_a) {
                             (ASrc::Plain(a), true) => {
                                 (a.data, (ic + ir) * a.rs + pc * a.cs, a.rs, a.cs)

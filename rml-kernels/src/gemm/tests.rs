@@ -716,6 +716,35 @@ fn avx512_tile_pairs_give_the_avx2_bits() {
     force(before).unwrap();
 }
 
+/// The fence in front of a column of tiles admits a column that ends exactly at the
+/// ends of A and C and refuses one whose last tile would reach one value further.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn tile_column_fence_checks_the_last_tile() {
+    let rs_c = 20;
+    let spec = tile::TileSpec {
+        kc: 3,
+        mr: MR,
+        nr: NR,
+        rs_a: 1,
+        cs_a: MR,
+        rs_b: NR,
+        rs_c,
+        alpha: 1.0,
+        beta: 0.0,
+    };
+    let (tiles, a_step) = (4, 30);
+    let col = tile::Column { tiles, a_step };
+    let a = (tiles - 1) * a_step + spec.kc * MR;
+    let b = spec.kc * NR;
+    let c = (tiles - 1) * MR * rs_c + (MR - 1) * rs_c + NR;
+    spec.assert_fits_column(a, b, c, col);
+    for (a, b, c) in [(a - 1, b, c), (a, b - 1, c), (a, b, c - 1)] {
+        let fits = std::panic::catch_unwind(|| spec.assert_fits_column(a, b, c, col));
+        assert!(fits.is_err(), "a {a}, b {b}, c {c} must be refused");
+    }
+}
+
 #[test]
 fn range_leaves_the_rest_of_c_untouched() {
     let mut rng = Rng(37);

@@ -38,6 +38,25 @@ impl TileSpec {
         );
     }
 
+    /// [`assert_fits`](Self::assert_fits) for a [`Column`] of full tiles
+    /// (`mr == MR`).
+    #[cfg(target_arch = "x86_64")]
+    pub fn assert_fits_column(&self, a: usize, b: usize, c: usize, col: Column) {
+        assert!(
+            col.tiles >= 1 && self.mr == MR,
+            "a tile column holds full tiles"
+        );
+        let last = col.tiles - 1;
+        let a_skip = last.checked_mul(col.a_step);
+        let c_skip = last.checked_mul(MR).and_then(|r| r.checked_mul(self.rs_c));
+        match (a_skip, c_skip) {
+            (Some(a_skip), Some(c_skip)) if a_skip <= a && c_skip <= c => {
+                self.assert_fits(a - a_skip, b, c - c_skip)
+            }
+            _ => panic!("gemm tile column out of bounds"),
+        }
+    }
+
     /// [`assert_fits`](Self::assert_fits) for two side-by-side full tiles (the
     /// AVX-512 kernel's): `nr == NR` columns from the B panel at 0 and as many from
     /// the one `b_step` floats further, into `2·NR` columns of C.
@@ -52,6 +71,14 @@ impl TileSpec {
             "gemm tile pair out of bounds"
         );
     }
+}
+
+/// `tiles` tiles stacked down the rows over one B panel: tile `t` reads A from
+/// `t·a_step` and writes its `MR` rows of C from `t·MR·rs_c`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Column {
+    pub tiles: usize,
+    pub a_step: usize,
 }
 
 /// Stores `alpha · acc + beta · C` for the tile (C ignored when `beta == 0`).

@@ -13,7 +13,7 @@
 
 use core::arch::x86_64::*;
 
-use super::tile::TileSpec;
+use super::tile::{Column, TileSpec};
 use super::{MR, NR};
 use crate::isa::Isa;
 use crate::simd::prefetch;
@@ -63,6 +63,29 @@ impl Avx2 {
                 }
             }
         }
+    }
+
+    /// A [`Column`] of full tiles of packed operands: one bounds check
+    /// ([`TileSpec::assert_fits_column`]) and one call for the column, where calling
+    /// [`Avx2::tile`] per tile costs about 2 % of a 1024×1024×1024 product (Zen 3,
+    /// session 32).
+    pub(crate) fn tile_column(
+        self,
+        spec: &TileSpec,
+        col: Column,
+        a: &[f32],
+        b: &[f32],
+        c: &mut [f32],
+    ) {
+        assert!(
+            spec.nr == NR && spec.rs_a == 1 && spec.cs_a == MR && spec.rs_b == NR,
+            "a tile column reads packed operands"
+        );
+        spec.assert_fits_column(a.len(), b.len(), c.len(), col);
+        // SAFETY: the token proves AVX2+FMA; `assert_fits_column` proved that each
+        // tile's A (from `t·a_step`), the B panel and each tile's C rows (from
+        // `t·MR·rs_c`) lie inside the three slices.
+        unsafe { column_mr(spec, col, a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) }
     }
 
     /// `pack::pack_b_rows_f32` compiled with AVX2 (32-byte moves).
@@ -199,6 +222,7 @@ fn masks(nr: usize) -> (__m256i, __m256i) {
 /// # Safety
 /// AVX2+FMA available; `spec` in bounds for `a`, `b`, `c` as checked by
 /// `TileSpec::assert_fits` with `spec.mr == M`.
+#[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile_mr<const M: usize, const PACKED: bool>(
     spec: &TileSpec,
@@ -275,6 +299,22 @@ unsafe fn tile_mr<const M: usize, const PACKED: bool>(
                 _mm256_maskstore_ps(cr, m0, v0);
                 _mm256_maskstore_ps(cr.wrapping_add(8), m1, v1);
             }
+        }
+    }
+}
+
+/// The packed `MR × NR` tile down a [`Column`] (see [`Avx2::tile_column`]).
+///
+/// # Safety
+/// AVX2+FMA available; `spec` and `col` in bounds as checked by
+/// `TileSpec::assert_fits_column`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn column_mr(spec: &TileSpec, col: Column, a: *const f32, b: *const f32, c: *mut f32) {
+    for t in 0..col.tiles {
+        // SAFETY: tile `t`'s operands are in bounds (caller contract).
+        unsafe {
+            let (a, c) = (a.add(t * col.a_step), c.add(t * MR * spec.rs_c));
+            tile_mr::<MR, true>(spec, a, b, c)
         }
     }
 }
