@@ -242,66 +242,56 @@ pub(crate) fn run<T: Weight>(
                 if let (ASrc::Plain(a), true) = (&a, packs_a) {
                     pack_a(a, ic, mc, pc, kc, sa);
                 }
+                let a_block = ABlock {
+                    a: &a,
+                    packed: sa,
+                    direct: direct_a,
+                    ic,
+                    pc,
+                    kc,
+                };
                 let mut jr = 0;
                 while jr < nc {
                     // A pair of full panels where the kernel takes two, else one.
                     let pair = kern.width() > NR && c.cs == 1 && nc - jr >= 2 * NR;
                     let nr = if pair { 2 * NR } else { NR.min(nc - jr) };
                     let bs = &bbuf[b_off + (jr / NR) * b_step..];
+                    // A full tile over this B panel from packed A; each tile sets its rows
+                    // and A's strides.
+                    let panel = TileSpec {
+                        kc,
+                        mr: MR,
+                        nr: nr.min(NR),
+                        rs_a: 1,
+                        cs_a: MR,
+                        rs_b,
+                        rs_c: c.rs,
+                        alpha,
+                        beta: beta_k,
+                    };
                     // With both operands packed, the block's full tiles over this B
                     // panel go down the rows in one call, unless the epilogue is due
                     // (it runs per tile, while the tile is in L1); the loop below
                     // takes the rest.
-                    let mut first_row = 0;
-                    if !direct_a && rs_b == NR && !pair && nr == NR && c.cs == 1 && !(last && fuse)
+                    let first_row = if !direct_a
+                        && panel.reads_packed()
+                        && !pair
+                        && nr == NR
+                        && c.cs == 1
+                        && !(last && fuse)
                     {
-                        let tiles = mc / MR;
-                        let (abuf, a_off, a_step) = match &a {
-                            ASrc::Plain(_) => (&*sa, 0, MR * kc),
-                            ASrc::Packed(p) => (p.data, ic * k + pc * MR, MR * k),
-                        };
-                        if tiles > 0 {
-                            let spec = TileSpec {
-                                kc,
-                                mr: MR,
-                                nr: NR,
-                                rs_a: 1,
-                                cs_a: MR,
-                                rs_b,
-                                rs_c: c.rs,
-                                alpha,
-                                beta: beta_k,
-                            };
-                            let cs = &mut c.data[ic * c.rs + jc + jr..];
-                            kern.tile_column(
-                                &spec,
-                                Column { tiles, a_step },
-                                &abuf[a_off..],
-                                bs,
-                                cs,
-                            );
-                        }
-                        first_row = tiles * MR;
-                    }
+                        let cs = &mut c.data[ic * c.rs + jc + jr..];
+                        full_tile_column(kern, &a_block, mc, &panel, bs, cs)
+                    } else {
+                        0
+                    };
                     for (ir, mr) in row_tiles(mc, direct_a).filter(|&(ir, _)| ir >= first_row) {
-                        let (abuf, a_off, rs_a, cs_a) = match (&a, direct_a) {
-                            (ASrc::Plain(a), true) => {
-                                (a.data, (ic + ir) * a.rs + pc * a.cs, a.rs, a.cs)
-                            }
-                            (ASrc::Plain(_), false) => (&*sa, (ir / MR) * MR * kc, 1, MR),
-                            // Panel `(ic + ir) / MR`, its `kc` block from column `pc`.
-                            (ASrc::Packed(p), _) => (p.data, (ic + ir) * k + pc * MR, 1, MR),
-                        };
+                        let (abuf, a_off, rs_a, cs_a) = a_block.tile(ir);
                         let mut spec = TileSpec {
-                            kc,
                             mr,
-                            nr: nr.min(NR),
                             rs_a,
                             cs_a,
-                            rs_b,
-                            rs_c: c.rs,
-                            alpha,
-                            beta: beta_k,
+                            ..panel
                         };
                         let (ci, cj) = (ic + ir, jc + jr);
                         if pair {
@@ -337,6 +327,56 @@ pub(crate) fn run<T: Weight>(
             }
         }
     }
+}
+
+/// A row block of A over one K block, as the micro-kernels read it.
+struct ABlock<'s> {
+    a: &'s ASrc<'s>,
+    /// The block packed into scratch (a plain A not read in place).
+    packed: &'s [f32],
+    /// A plain A read in place.
+    direct: bool,
+    /// The block's first row.
+    ic: usize,
+    /// The K block's first column and length.
+    pc: usize,
+    kc: usize,
+}
+
+impl ABlock<'_> {
+    /// `(buffer, offset, rs_a, cs_a)` of the row tile starting `ir` rows into the
+    /// block.
+    fn tile(&self, ir: usize) -> (&[f32], usize, usize, usize) {
+        let (ic, pc) = (self.ic, self.pc);
+        match (self.a, self.direct) {
+            (ASrc::Plain(a), true) => (a.data, (ic + ir) * a.rs + pc * a.cs, a.rs, a.cs),
+            // `MR`-row panels of `kc` steps, one after another.
+            (ASrc::Plain(_), false) => (self.packed, (ir / MR) * MR * self.kc, 1, MR),
+            // Panel `(ic + ir) / MR`, its `kc` block from column `pc`.
+            (ASrc::Packed(p), _) => (p.data, (ic + ir) * p.k + pc * MR, 1, MR),
+        }
+    }
+}
+
+/// Runs the full `MR`-row tiles of a packed A block over one B panel as one
+/// [`Column`] and returns the rows it covered (`c` starts at the block's first row).
+fn full_tile_column(
+    kern: Kernel,
+    a: &ABlock<'_>,
+    mc: usize,
+    panel: &TileSpec,
+    b: &[f32],
+    c: &mut [f32],
+) -> usize {
+    let tiles = mc / MR;
+    if tiles == 0 {
+        return 0;
+    }
+    let (abuf, a_off, _, _) = a.tile(0);
+    // Packed panels lie evenly spaced: the step is from the first to the second.
+    let a_step = a.tile(MR).1 - a_off;
+    kern.tile_column(panel, Column { tiles, a_step }, &abuf[a_off..], b, c);
+    tiles * MR
 }
 
 /// The row tiles `(first row, rows)` of an `mc`-row block. Packed A comes in `MR`-row

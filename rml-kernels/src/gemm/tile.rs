@@ -24,6 +24,12 @@ pub(crate) struct TileSpec {
 }
 
 impl TileSpec {
+    /// Whether both operands come packed (`rs_a = 1, cs_a = MR, rs_b = NR`): the
+    /// SIMD kernels' constant-stride path.
+    pub fn reads_packed(&self) -> bool {
+        self.rs_a == 1 && self.cs_a == MR && self.rs_b == NR
+    }
+
     /// Panics unless every element the tile touches lies inside the three slices.
     /// The drivers only build in-bounds tiles; this is the memory-safety fence in
     /// front of the SIMD kernels.

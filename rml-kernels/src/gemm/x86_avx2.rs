@@ -49,7 +49,7 @@ impl Avx2 {
         // the tile reads (A: `mr` rows × `kc` steps, B: `kc` rows × `nr` columns, the
         // rest masked off) and writes (C: `mr × nr`) lies inside the three slices.
         unsafe {
-            if spec.mr == MR && spec.rs_a == 1 && spec.cs_a == MR && spec.rs_b == NR {
+            if spec.mr == MR && spec.reads_packed() {
                 // Both operands packed: constant strides, constant address offsets.
                 tile_mr::<MR, true>(spec, a, b, c)
             } else {
@@ -78,7 +78,7 @@ impl Avx2 {
         c: &mut [f32],
     ) {
         assert!(
-            spec.nr == NR && spec.rs_a == 1 && spec.cs_a == MR && spec.rs_b == NR,
+            spec.nr == NR && spec.reads_packed(),
             "a tile column reads packed operands"
         );
         spec.assert_fits_column(a.len(), b.len(), c.len(), col);

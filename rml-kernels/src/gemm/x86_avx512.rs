@@ -62,7 +62,7 @@ impl Avx512 {
         // at `b` and at `b + b_step`) and writes (C: `mr` rows × 32) lies inside the
         // three slices.
         unsafe {
-            if spec.mr == MR && spec.rs_a == 1 && spec.cs_a == MR && spec.rs_b == NR {
+            if spec.mr == MR && spec.reads_packed() {
                 // Both operands packed: constant strides, constant address offsets.
                 pair_mr::<MR, true>(spec, a, b, b_step, c)
             } else {
