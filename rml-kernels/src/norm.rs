@@ -54,8 +54,8 @@ fn streams_row<V: Simd>(y: &[f32], stream: bool) -> bool {
 }
 
 /// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,
-/// absent beta = 0), past the caches with `S` (the caller fences). With `S` and
-/// `ahead`, each vector first asks for the line
+/// absent beta = 0), past the caches with `S` (the caller fences). With `S`, each
+/// vector first asks for the line
 /// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) past it, so the next
 /// rows come in while this one goes out. Picks a loop per combination of present
 /// parameters, so no loop tests an `Option` per vector.
@@ -67,20 +67,19 @@ fn affine_row<V: Simd, const S: bool>(
     scale: f32,
     gamma: Option<&[f32]>,
     beta: Option<&[f32]>,
-    ahead: bool,
 ) {
-    let (sh, sc, a) = (shift, scale, ahead);
+    let (sh, sc) = (shift, scale);
     match (gamma, beta) {
-        (Some(g), Some(b)) => affine_cols::<V, true, true, S>(x, y, sh, sc, g, b, a),
-        (Some(g), None) => affine_cols::<V, true, false, S>(x, y, sh, sc, g, &[], a),
-        (None, Some(b)) => affine_cols::<V, false, true, S>(x, y, sh, sc, &[], b, a),
-        (None, None) => affine_cols::<V, false, false, S>(x, y, sh, sc, &[], &[], a),
+        (Some(g), Some(b)) => affine_cols::<V, true, true, S>(x, y, sh, sc, g, b),
+        (Some(g), None) => affine_cols::<V, true, false, S>(x, y, sh, sc, g, &[]),
+        (None, Some(b)) => affine_cols::<V, false, true, S>(x, y, sh, sc, &[], b),
+        (None, None) => affine_cols::<V, false, false, S>(x, y, sh, sc, &[], &[]),
     }
 }
 
 /// [`affine_row`] with `gamma` present when `G` (else 1) and `beta` when `B`
 /// (else 0): the same `mul_add` either way, so the same bits; past the caches
-/// with `S`, asking for `x` ahead with `S` and `ahead`.
+/// with `S`, asking for `x` ahead.
 #[inline(always)]
 fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
     x: &[f32],
@@ -89,7 +88,6 @@ fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
     scale: f32,
     gamma: &[f32],
     beta: &[f32],
-    ahead: bool,
 ) {
     let l = V::LANES;
     let n = x.len();
@@ -102,7 +100,7 @@ fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
     let rows = x[..main].chunks_exact(l).zip(y[..main].chunks_exact_mut(l));
     let params = gs[..main].chunks_exact(l).zip(bs[..main].chunks_exact(l));
     for ((xc, yc), (gc, bc)) in rows.zip(params) {
-        if S && ahead {
+        if S {
             prefetch_ahead(xc);
         }
         let g = if G { V::load(gc) } else { one };
@@ -127,7 +125,8 @@ fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
 
 /// `y = (x - shift) * scale * gamma + beta` row by row, with each row's `(shift,
 /// scale)` from `factors`; rows of an output beyond the cache (`stream_out`) go past
-/// it, asking for the lines ahead when `ahead`.
+/// it, asking for the input's lines ahead: the next rows come in while this one goes
+/// out, and `factors` reads them from the cache.
 ///
 /// Where the output stays in the cache, row r + 1's factors are taken before row r
 /// is scaled: they do not wait on row r's reduction, division and square root, so
@@ -136,8 +135,8 @@ fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
 /// 500 samples in alternated runs: RMS norm 255-308 -> 224-236 ns, layer norm
 /// 415-475 -> 402-418 ns). A streamed output takes each row's factors just before
 /// it: there memory, not the chain, sets the pace, and with the factors taken ahead
-/// RMS norm's requests ahead (in its affine pass) reach a row only just before its
-/// sum of squares reads it (from memory: 0.75-0.86 of `copy` fell to 0.65-0.71).
+/// the requests ahead (in the affine pass) reach a row only just before `factors`
+/// reads it (RMS norm from memory: 0.75-0.86 of `copy` fell to 0.65-0.71).
 #[inline(always)]
 fn normalize_rows<V: Simd>(
     x: &[f32],
@@ -145,7 +144,6 @@ fn normalize_rows<V: Simd>(
     cols: usize,
     [gamma, beta]: [Option<&[f32]>; 2],
     stream_out: bool,
-    ahead: bool,
     factors: impl Fn(&[f32]) -> (f32, f32),
 ) {
     let mut taken_ahead = None;
@@ -156,9 +154,9 @@ fn normalize_rows<V: Simd>(
             taken_ahead = Some(factors(xn));
         }
         if streams_row::<V>(yr, stream_out) {
-            affine_row::<V, true>(xr, yr, shift, scale, gamma, beta, ahead);
+            affine_row::<V, true>(xr, yr, shift, scale, gamma, beta);
         } else {
-            affine_row::<V, false>(xr, yr, shift, scale, gamma, beta, false);
+            affine_row::<V, false>(xr, yr, shift, scale, gamma, beta);
         }
     }
 }
@@ -193,20 +191,25 @@ pub fn layer_norm_rows(
         return Ok(());
     }
     let x = &x[first..first + count];
-    let (stream, stream_out) = (streams(count), streams_out(count));
+    let stream_out = streams_out(count);
+    // Rows past L2 whose output stays in the cache are asked for by the moment pass.
+    // A streamed output's affine pass asks for them (`normalize_rows`), so its
+    // moment pass finds them in the cache and takes its in-cache form, a group of
+    // blocks at a time; the same bits either way. 64 MiB, rows of 1024, Zen 3,
+    // session 33, four alternated runs: 16.1 -> 20.2 GB/s, 56 -> 68 % of a
+    // streaming `copy` (with the moment pass asking too, as below 32 MiB: 6.9-7.4 ms
+    // against 6.2-6.8).
+    let moments_ask_ahead = streams(count) && !stream_out;
     dispatch!(|V| {
-        // Layer norm's moment pass asks for the lines ahead already; asking in its
-        // affine pass too was slower.
         normalize_rows::<V>(
             x,
             y,
             cols,
             [gamma, beta],
             stream_out,
-            false,
             #[inline(always)]
             |xr| {
-                let (mean, var) = row_mean_var::<V>(xr, stream);
+                let (mean, var) = row_mean_var::<V>(xr, moments_ask_ahead);
                 (mean, 1.0 / sqrt_f32(var + eps))
             },
         );
@@ -236,8 +239,7 @@ pub fn rms_norm_rows(
     let x = &x[first..first + count];
     let stream_out = streams_out(count);
     dispatch!(|V| {
-        // The sum of squares asks for nothing ahead, so the affine pass does when it
-        // streams: the next rows come in while this one's stores drain (64 MiB on the
+        // The affine pass asks for the rows ahead when it streams (64 MiB on the
         // Zen 3: 18-22 -> 25-35 GB/s beside a `copy` of 28-34).
         normalize_rows::<V>(
             x,
@@ -245,7 +247,6 @@ pub fn rms_norm_rows(
             cols,
             [gamma, None],
             stream_out,
-            true,
             #[inline(always)]
             |xr| {
                 let ms = row_sum_map::<V>(
