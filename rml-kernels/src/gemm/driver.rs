@@ -250,20 +250,20 @@ pub(crate) fn run<T: Weight>(
                     pc,
                     kc,
                 };
+                let (rs_a, cs_a) = a_block.strides();
                 let mut jr = 0;
                 while jr < nc {
                     // A pair of full panels where the kernel takes two, else one.
                     let pair = kern.width() > NR && c.cs == 1 && nc - jr >= 2 * NR;
                     let nr = if pair { 2 * NR } else { NR.min(nc - jr) };
                     let bs = &bbuf[b_off + (jr / NR) * b_step..];
-                    // A full tile over this B panel from packed A; each tile sets its rows
-                    // and A's strides.
+                    // A full tile of the block over this B panel (each tile sets its rows).
                     let panel = TileSpec {
                         kc,
                         mr: MR,
                         nr: nr.min(NR),
-                        rs_a: 1,
-                        cs_a: MR,
+                        rs_a,
+                        cs_a,
                         rs_b,
                         rs_c: c.rs,
                         alpha,
@@ -286,13 +286,8 @@ pub(crate) fn run<T: Weight>(
                         0
                     };
                     for (ir, mr) in row_tiles(mc, direct_a).filter(|&(ir, _)| ir >= first_row) {
-                        let (abuf, a_off, rs_a, cs_a) = a_block.tile(ir);
-                        let mut spec = TileSpec {
-                            mr,
-                            rs_a,
-                            cs_a,
-                            ..panel
-                        };
+                        let (abuf, a_off) = a_block.tile(ir);
+                        let mut spec = TileSpec { mr, ..panel };
                         let (ci, cj) = (ic + ir, jc + jr);
                         if pair {
                             let cs = &mut c.data[ci * c.rs + cj..];
@@ -344,16 +339,24 @@ struct ABlock<'s> {
 }
 
 impl ABlock<'_> {
-    /// `(buffer, offset, rs_a, cs_a)` of the row tile starting `ir` rows into the
-    /// block.
-    fn tile(&self, ir: usize) -> (&[f32], usize, usize, usize) {
+    /// `(rs_a, cs_a)`, the same for every tile of the block: the caller's in place,
+    /// `(1, MR)` in `MR`-row panels.
+    fn strides(&self) -> (usize, usize) {
+        match (self.a, self.direct) {
+            (ASrc::Plain(a), true) => (a.rs, a.cs),
+            _ => (1, MR),
+        }
+    }
+
+    /// `(buffer, offset)` of the row tile starting `ir` rows into the block.
+    fn tile(&self, ir: usize) -> (&[f32], usize) {
         let (ic, pc) = (self.ic, self.pc);
         match (self.a, self.direct) {
-            (ASrc::Plain(a), true) => (a.data, (ic + ir) * a.rs + pc * a.cs, a.rs, a.cs),
+            (ASrc::Plain(a), true) => (a.data, (ic + ir) * a.rs + pc * a.cs),
             // `MR`-row panels of `kc` steps, one after another.
-            (ASrc::Plain(_), false) => (self.packed, (ir / MR) * MR * self.kc, 1, MR),
+            (ASrc::Plain(_), false) => (self.packed, (ir / MR) * MR * self.kc),
             // Panel `(ic + ir) / MR`, its `kc` block from column `pc`.
-            (ASrc::Packed(p), _) => (p.data, (ic + ir) * p.k + pc * MR, 1, MR),
+            (ASrc::Packed(p), _) => (p.data, (ic + ir) * p.k + pc * MR),
         }
     }
 }
@@ -372,7 +375,7 @@ fn full_tile_column(
     if tiles == 0 {
         return 0;
     }
-    let (abuf, a_off, _, _) = a.tile(0);
+    let (abuf, a_off) = a.tile(0);
     // Packed panels lie evenly spaced: the step is from the first to the second.
     let a_step = a.tile(MR).1 - a_off;
     kern.tile_column(panel, Column { tiles, a_step }, &abuf[a_off..], b, c);
