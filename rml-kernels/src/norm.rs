@@ -1,10 +1,10 @@
 //! Row normalizations: layer norm and RMS norm over the last axis of a row-major
 //! matrix, with optional per-column scale (`gamma`) and shift (`beta`).
 //!
-//! Layer norm takes its statistics blockwise in two passes (each block's mean, then
-//! its squared deviations from it, merged by Chan's update: `reduce`'s
-//! `row_mean_var`), so it stays accurate for rows with a large common offset while
-//! reading each row from memory once.
+//! Layer norm takes its statistics in two passes (the row's mean, then its squared
+//! deviations from it; blockwise, merged by Chan's update, over a row too long
+//! for L1: `reduce`'s `row_mean_var`), so it stays accurate for rows with a large
+//! common offset while reading each row from memory once.
 //!
 //! Where the output stays in the cache, both take a row's statistics before they
 //! scale the row above it (`normalize_rows`), so the reduce, divide and square
@@ -15,8 +15,10 @@ use core::ops::Range;
 use rml_core::{Error, Result};
 
 use crate::elementwise::{check_rows, streams_out};
-use crate::reduce::{row_mean_var, row_sum_map, streams};
-use crate::simd::{Simd, dispatch, head_len, prefetch_ahead, put, sqrt_f32, store_fence};
+use crate::reduce::{row_mean_var, row_sum_map, short_row, streams};
+use crate::simd::{
+    AheadShare, Simd, dispatch, for_each_asking, head_len, put, sqrt_f32, store_fence,
+};
 
 /// `out[i] = f32(((f64(x[i]) − mean) · inv_std) · w + b)` with `params` = `[mean,
 /// inv_std, w, b]`, each operation rounded in f64 and the result once to f32: the
@@ -54,12 +56,12 @@ fn streams_row<V: Simd>(y: &[f32], stream: bool) -> bool {
 }
 
 /// `y = (x - shift) * scale * gamma + beta` over one row (absent gamma = 1,
-/// absent beta = 0), past the caches with `S` (the caller fences). With `S`, each
-/// vector first asks for the line
-/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) past it, so the next
+/// absent beta = 0), past the caches with `S` (the caller fences). With `ahead`,
+/// each vector first asks for its part of the lines ahead of the row, so the next
 /// rows come in while this one goes out. Picks a loop per combination of present
 /// parameters, so no loop tests an `Option` per vector.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn affine_row<V: Simd, const S: bool>(
     x: &[f32],
     y: &mut [f32],
@@ -67,20 +69,22 @@ fn affine_row<V: Simd, const S: bool>(
     scale: f32,
     gamma: Option<&[f32]>,
     beta: Option<&[f32]>,
+    ahead: Option<AheadShare>,
 ) {
-    let (sh, sc) = (shift, scale);
+    let (sh, sc, a) = (shift, scale, ahead);
     match (gamma, beta) {
-        (Some(g), Some(b)) => affine_cols::<V, true, true, S>(x, y, sh, sc, g, b),
-        (Some(g), None) => affine_cols::<V, true, false, S>(x, y, sh, sc, g, &[]),
-        (None, Some(b)) => affine_cols::<V, false, true, S>(x, y, sh, sc, &[], b),
-        (None, None) => affine_cols::<V, false, false, S>(x, y, sh, sc, &[], &[]),
+        (Some(g), Some(b)) => affine_cols::<V, true, true, S>(x, y, sh, sc, g, b, a),
+        (Some(g), None) => affine_cols::<V, true, false, S>(x, y, sh, sc, g, &[], a),
+        (None, Some(b)) => affine_cols::<V, false, true, S>(x, y, sh, sc, &[], b, a),
+        (None, None) => affine_cols::<V, false, false, S>(x, y, sh, sc, &[], &[], a),
     }
 }
 
 /// [`affine_row`] with `gamma` present when `G` (else 1) and `beta` when `B`
 /// (else 0): the same `mul_add` either way, so the same bits; past the caches
-/// with `S`, asking for `x` ahead.
+/// with `S`; asking for its part of the lines ahead with `ahead`.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
     x: &[f32],
     y: &mut [f32],
@@ -88,6 +92,7 @@ fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
     scale: f32,
     gamma: &[f32],
     beta: &[f32],
+    ahead: Option<AheadShare>,
 ) {
     let l = V::LANES;
     let n = x.len();
@@ -99,14 +104,18 @@ fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
     let (gs, bs) = (if G { gamma } else { x }, if B { beta } else { x });
     let rows = x[..main].chunks_exact(l).zip(y[..main].chunks_exact_mut(l));
     let params = gs[..main].chunks_exact(l).zip(bs[..main].chunks_exact(l));
-    for ((xc, yc), (gc, bc)) in rows.zip(params) {
-        if S {
-            prefetch_ahead(xc);
-        }
-        let g = if G { V::load(gc) } else { one };
-        let b = if B { V::load(bc) } else { zero };
-        put::<V, S>(V::load(xc).sub(sh).mul(sc).mul_add(g, b), yc);
-    }
+    let vector_bytes = l * core::mem::size_of::<f32>();
+    for_each_asking(
+        rows.zip(params),
+        ahead,
+        vector_bytes,
+        #[inline(always)]
+        |((xc, yc), (gc, bc))| {
+            let g = if G { V::load(gc) } else { one };
+            let b = if B { V::load(bc) } else { zero };
+            put::<V, S>(V::load(xc).sub(sh).mul(sc).mul_add(g, b), yc);
+        },
+    );
     if main < n {
         let g = if G {
             V::load_tail(&gamma[main..], 1.0)
@@ -125,8 +134,10 @@ fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
 
 /// `y = (x - shift) * scale * gamma + beta` row by row, with each row's `(shift,
 /// scale)` from `factors`; rows of an output beyond the cache (`stream_out`) go past
-/// it, asking for the input's lines ahead: the next rows come in while this one goes
-/// out, and `factors` reads them from the cache.
+/// it. With `ahead = Some((pass, passes))` the scaling is pass `pass` of `passes`
+/// over each row that share the requests for the input's lines ahead
+/// ([`AheadShare`]): the next rows come in while this one goes out, and `factors`
+/// (the other passes) reads them from the cache.
 ///
 /// Where the output stays in the cache, row r + 1's factors are taken before row r
 /// is scaled: they do not wait on row r's reduction, division and square root, so
@@ -144,6 +155,7 @@ fn normalize_rows<V: Simd>(
     cols: usize,
     [gamma, beta]: [Option<&[f32]>; 2],
     stream_out: bool,
+    ahead: Option<(usize, usize)>,
     factors: impl Fn(&[f32]) -> (f32, f32),
 ) {
     let mut taken_ahead = None;
@@ -153,10 +165,11 @@ fn normalize_rows<V: Simd>(
         if !stream_out && let Some(xn) = x.get((r + 1) * cols..(r + 2) * cols) {
             taken_ahead = Some(factors(xn));
         }
+        let share = ahead.map(|(pass, passes)| AheadShare::new(xr, pass, passes));
         if streams_row::<V>(yr, stream_out) {
-            affine_row::<V, true>(xr, yr, shift, scale, gamma, beta);
+            affine_row::<V, true>(xr, yr, shift, scale, gamma, beta, share);
         } else {
-            affine_row::<V, false>(xr, yr, shift, scale, gamma, beta);
+            affine_row::<V, false>(xr, yr, shift, scale, gamma, beta, share);
         }
     }
 }
@@ -192,24 +205,32 @@ pub fn layer_norm_rows(
     }
     let x = &x[first..first + count];
     let stream_out = streams_out(count);
-    // Rows past L2 whose output stays in the cache are asked for by the moment pass.
-    // A streamed output's affine pass asks for them (`normalize_rows`), so its
-    // moment pass finds them in the cache and takes its in-cache form, a group of
-    // blocks at a time; the same bits either way. 64 MiB, rows of 1024, Zen 3,
-    // session 33, four alternated runs: 16.1 -> 20.2 GB/s, 56 -> 68 % of a
-    // streaming `copy` (with the moment pass asking too, as below 32 MiB: 6.9-7.4 ms
-    // against 6.2-6.8).
-    let moments_ask_ahead = streams(count) && !stream_out;
     dispatch!(|V| {
+        // Rows past L2 are asked for ahead by their passes ([`AheadShare`]): whose
+        // output stays in the cache, by the two moment passes; whose output
+        // streams, by those and the scaling pass, a third each; a row too long for
+        // the two-pass form (whose moment pass, blockwise, asks for all or
+        // nothing) by the scaling pass alone, the moments taking their in-cache
+        // form. The same bits in every case. 64 MiB, rows of 1024, Zen 3, session
+        // 34, four alternated runs: 20.0-20.9 -> 22.4-24.5 GB/s, 65-71 -> 71-84 %
+        // of a streaming `copy`, against the scaling pass asking for all (56 % in
+        // session 33 with the moment pass asking for all instead).
+        let (moment_passes, scaling) = match (stream_out, short_row::<V>(cols)) {
+            (true, true) => (3, Some((2, 3))),
+            (true, false) => (0, Some((0, 1))),
+            (false, _) if streams(count) => (2, None),
+            (false, _) => (0, None),
+        };
         normalize_rows::<V>(
             x,
             y,
             cols,
             [gamma, beta],
             stream_out,
+            scaling,
             #[inline(always)]
             |xr| {
-                let (mean, var) = row_mean_var::<V>(xr, moments_ask_ahead);
+                let (mean, var) = row_mean_var::<V>(xr, moment_passes);
                 (mean, 1.0 / sqrt_f32(var + eps))
             },
         );
@@ -239,18 +260,23 @@ pub fn rms_norm_rows(
     let x = &x[first..first + count];
     let stream_out = streams_out(count);
     dispatch!(|V| {
-        // The affine pass asks for the rows ahead when it streams (64 MiB on the
-        // Zen 3: 18-22 -> 25-35 GB/s beside a `copy` of 28-34).
+        // A streamed output's two passes share the requests for the rows ahead
+        // ([`AheadShare`]). 64 MiB, rows of 1024, Zen 3: the scaling pass asking
+        // for all of them took it from 18-22 to 25-35 GB/s beside a `copy` of
+        // 28-34 (session 22); sharing, 77-81 -> 85-90 % of `copy` (session 34,
+        // four alternated runs).
         normalize_rows::<V>(
             x,
             y,
             cols,
             [gamma, None],
             stream_out,
+            stream_out.then_some((1, 2)),
             #[inline(always)]
             |xr| {
                 let ms = row_sum_map::<V>(
                     xr,
+                    stream_out.then(|| AheadShare::new(xr, 0, 2)),
                     #[inline(always)]
                     |a, v| v.mul_add(v, a),
                 ) / cols as f32;

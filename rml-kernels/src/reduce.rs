@@ -10,7 +10,7 @@ use core::ops::Range;
 use rml_core::{Error, Result};
 
 use crate::elementwise::check_rows;
-use crate::simd::{MAX_LANES, Simd, dispatch, prefetch_ahead};
+use crate::simd::{AheadShare, MAX_LANES, Simd, dispatch, for_each_asking, prefetch_ahead};
 
 /// A reduction over the last axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,8 +21,10 @@ pub enum ReduceOp {
     Max,
     /// Mean of the row (NaN for an empty row).
     Mean,
-    /// Population variance `mean((x - mean)^2)` (blockwise two-pass moments merged
-    /// by Chan's update, one sweep over memory; NaN for an empty row).
+    /// Population variance `mean((x - mean)^2)` (the two-pass form over a row that
+    /// stays in L1 between its passes, blockwise two-pass moments merged by Chan's
+    /// update over a longer one; either way one sweep over memory; NaN for an empty
+    /// row).
     Variance,
 }
 
@@ -58,17 +60,25 @@ const ACCUMULATORS: usize = 8;
 /// `acc` plus the term vector `v` contributes, so a square fuses into one
 /// `mul_add` (an FMA on the vector paths: a variance of two rows of 1024 in L1
 /// took 194-199 ns against 228-230 with a multiply and an add, on the Zen 3 in
-/// session 28).
+/// session 28). With `ahead`, each group of [`ACCUMULATORS`] vectors first asks
+/// for its part of the lines ahead.
 #[inline(always)]
-fn lane_sums<V: Simd>(x: &[f32], add: impl Fn(V, V) -> V) -> V {
+fn lane_sums<V: Simd>(x: &[f32], ahead: Option<AheadShare>, add: impl Fn(V, V) -> V) -> V {
     let l = V::LANES;
     let mut acc = [V::splat(0.0); ACCUMULATORS];
-    let big = x.len() - x.len() % (ACCUMULATORS * l);
-    for c in x[..big].chunks_exact(ACCUMULATORS * l) {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = add(*a, V::load(&c[k * l..]));
-        }
-    }
+    let chunk = ACCUMULATORS * l;
+    let big = x.len() - x.len() % chunk;
+    for_each_asking(
+        x[..big].chunks_exact(chunk),
+        ahead,
+        chunk * core::mem::size_of::<f32>(),
+        #[inline(always)]
+        |c| {
+            for (k, a) in acc.iter_mut().enumerate() {
+                *a = add(*a, V::load(&c[k * l..]));
+            }
+        },
+    );
     // Fewer than `ACCUMULATORS` vectors remain: one into each accumulator.
     for (a, c) in acc.iter_mut().zip(x[big..].chunks_exact(l)) {
         *a = add(*a, V::load(c));
@@ -90,12 +100,17 @@ fn add_pairwise<V: Simd>(acc: &mut [V]) -> V {
     acc[0]
 }
 
-/// Sum over a row of the terms `add(acc, v)` adds to `acc` ([`lane_sums`]).
+/// Sum over a row of the terms `add(acc, v)` adds to `acc` ([`lane_sums`], asking
+/// for its part of the lines ahead as it goes when given `ahead`).
 #[inline(always)]
-pub(crate) fn row_sum_map<V: Simd>(x: &[f32], add: impl Fn(V, V) -> V) -> f32 {
+pub(crate) fn row_sum_map<V: Simd>(
+    x: &[f32],
+    ahead: Option<AheadShare>,
+    add: impl Fn(V, V) -> V,
+) -> f32 {
     let l = V::LANES;
     let main = x.len() - x.len() % l;
-    let mut acc = lane_sums::<V>(&x[..main], &add);
+    let mut acc = lane_sums::<V>(&x[..main], ahead, &add);
     if main < x.len() {
         // The padding lanes must contribute 0: mask their terms out.
         let t = &x[main..];
@@ -207,16 +222,28 @@ fn row_fold<V: Simd, A: Copy>(
 /// overlap blocks instead ([`INTERLEAVED_BLOCKS`]).
 const MOMENT_BLOCK: usize = 256;
 
-/// Blocks of [`row_mean_var`] whose passes a vector path interleaves, each
-/// summing in [`GROUP_ACCUMULATORS`]: four blocks' chains (the sum, its
-/// reduction, the mean, then the squared deviations) overlap where one block's
-/// left the core waiting. Zen 3, variance of two rows of 1024 in L1: 203-206 ->
-/// 155-159 ns (3.4-3.5x the one-lane path, from 2.6x), a row of 4096 317-322 ->
-/// 231-237; layer norm 368-370 -> 331-351 (session 29). A call that streams
-/// takes a group's blocks one after another with the same arithmetic, so the
-/// same bits: interleaved, a 64 MiB variance fell from 83-88 % to 48-56 % of
-/// `sum`'s bandwidth, and asking for the lines further ahead won back only up to
-/// 75 %.
+/// Longest row (16 KiB, half of L1) whose mean and variance the vector paths take
+/// by the plain two-pass form ([`short_row_mean_var`]): such a row stays in L1
+/// from the first pass to the second, so it is read from memory once, and the
+/// form needs no per-block merges. Zen 3, session 34, medians of 31 × 2000 calls
+/// against the blockwise form: variance of rows of 512 / 1024 / 2048 / 4096
+/// values 136 / 83-87 / 72-77 / 68-76 -> 96-111 / 69-70 / 60-61 / 56 ns per 1024
+/// values, layer norm 197-198 -> 180-181 ns per 1024 at rows of 1024; longer
+/// rows (6000, 8192) level either way. A 64 MiB variance in rows of 1024, the
+/// first pass asking for all the lines ahead as the blocks did, stayed at `sum`'s
+/// share (60-64 against 61-69 %; its passes now share the requests).
+const SHORT_ROW_MAX: usize = 4096;
+
+/// Blocks of [`row_mean_var`] whose passes a vector path interleaves, each summing
+/// in [`GROUP_ACCUMULATORS`]: four blocks' chains (the sum, its reduction, the
+/// mean, then the squared deviations) overlap where one block's left the core
+/// waiting (rows of up to [`SHORT_ROW_MAX`] values take the plain two-pass form
+/// since session 34). Zen 3, variance of two rows of 1024 in L1: 203-206 -> 155-159
+/// ns (3.4-3.5x the one-lane path, from 2.6x), a row of 4096 317-322 -> 231-237;
+/// layer norm 368-370 -> 331-351 (session 29). A call that streams takes a group's
+/// blocks one after another with the same arithmetic, so the same bits:
+/// interleaved, a 64 MiB variance fell from 83-88 % to 48-56 % of `sum`'s
+/// bandwidth, and asking for the lines further ahead won back only up to 75 %.
 const INTERLEAVED_BLOCKS: usize = 4;
 
 /// Accumulators per block of a group of [`INTERLEAVED_BLOCKS`], so a group keeps
@@ -233,24 +260,42 @@ pub(crate) fn streams(values: usize) -> bool {
     values.saturating_mul(core::mem::size_of::<f32>()) > STREAM_MIN_BYTES
 }
 
-/// Mean and population variance of a row of at most [`MOMENT_BLOCK`] values on a
-/// vector path: the plain two-pass form, the row's mean and then its squared
-/// deviations from it. [`row_mean_var`]'s per-lane moments end in a merge across
-/// the lanes whose chain of reductions and divisions holds short rows up (session
-/// 28, Zen 3, variance of 2 KiB of rows: 64 values 618 -> 434 ns, 256 values 304
-/// -> 226). The one-lane path has no lanes to merge, and the two-pass form ran
-/// 15-21 % slower there (rows of 128 and 256 values).
+/// Whether [`row_mean_var`] takes a row of `len` values in the plain two-pass form
+/// ([`short_row_mean_var`]): on a vector path, up to [`SHORT_ROW_MAX`] values.
 #[inline(always)]
-fn short_row_mean_var<V: Simd>(x: &[f32]) -> (f32, f32) {
+pub(crate) fn short_row<V: Simd>(len: usize) -> bool {
+    V::LANES > 1 && len > 0 && len <= SHORT_ROW_MAX
+}
+
+/// Mean and population variance of a row of at most [`SHORT_ROW_MAX`] values on a
+/// vector path: the plain two-pass form, the row's mean and then its squared
+/// deviations from it. With `ahead_passes` (0 or at least 2), the two passes are
+/// the first two of that many over the row that share the requests for the lines
+/// ahead ([`AheadShare`]): a variance's own two, or a layer norm's three with its
+/// scaling pass. Zen 3, session 34, a 64 MiB variance in rows of 1024, four
+/// alternated runs: the first pass asking for all of them 62-65 % of `sum`'s
+/// bandwidth, each pass half 74-78 % (in trial builds, 4 KiB and 12 KiB ahead
+/// instead of 8 within the spread). [`row_mean_var`]'s per-lane moments end in a
+/// merge across the lanes whose chain of reductions and divisions holds short rows
+/// up (session 28, Zen 3, variance of 2 KiB of rows: 64 values 618 -> 434 ns, 256
+/// values 304 -> 226), and its blocks each end in one more. The one-lane path has
+/// no lanes to merge, and the two-pass form ran 15-21 % slower there (rows of 128
+/// and 256 values).
+#[inline(always)]
+fn short_row_mean_var<V: Simd>(x: &[f32], ahead_passes: usize) -> (f32, f32) {
     let n = x.len() as f32;
+    let share = |pass| (ahead_passes > 0).then(|| AheadShare::new(x, pass, ahead_passes));
+    let (ahead_1, ahead_2) = (share(0), share(1));
     let mean = row_sum_map::<V>(
         x,
+        ahead_1,
         #[inline(always)]
         |a, v| a.add(v),
     ) / n;
     let mean_v = V::splat(mean);
     let m2 = row_sum_map::<V>(
         x,
+        ahead_2,
         #[inline(always)]
         |a, v| {
             let d = v.sub(mean_v);
@@ -305,6 +350,7 @@ fn block_sums<V: Simd, const G: usize, const PER: usize>(
         // the one-lane path ran 13-19 % slower (session 29).
         out[0] = lane_sums::<V>(
             group,
+            None,
             #[inline(always)]
             |a, v| add(0, a, v),
         );
@@ -350,20 +396,24 @@ fn merge_moments<V: Simd>(mean: &mut V, m2: &mut V, seen: &mut usize, nb: usize,
 /// block adds `M2_b` and `δ² n n_b / (n + n_b)` to `M2`. The last partial vector's
 /// values merge the same way, then the lanes. Like the two-pass form over a whole
 /// row, nothing subtracts large sums of squares, so a large common offset costs no
-/// precision; unlike it, no second sweep leaves memory idle (a whole-row second
-/// pass held a 64 MiB variance to ~55 % of memcpy's bandwidth, session 15). With
-/// `stream`, each block first asks for the lines
-/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on. On the vector
+/// precision; unlike it, no second sweep over a row too long for L1 leaves memory
+/// idle (a whole-row second pass held a 64 MiB variance to ~55 % of memcpy's
+/// bandwidth, session 15). With
+/// `ahead_passes` nonzero, each block first asks for the lines
+/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on (all of them:
+/// share them with no other pass); on a [`short_row`], the two passes ask for the
+/// first two of that many parts ([`short_row_mean_var`]). On the vector
 /// paths the blocks go in groups of [`INTERLEAVED_BLOCKS`] where the row has them
-/// (blocks past the last whole group go one at a time), and rows of one block
-/// take [`short_row_mean_var`].
+/// (blocks past the last whole group go one at a time), and rows of at most
+/// [`SHORT_ROW_MAX`] values take [`short_row_mean_var`].
 #[inline(always)]
-pub(crate) fn row_mean_var<V: Simd>(x: &[f32], stream: bool) -> (f32, f32) {
+pub(crate) fn row_mean_var<V: Simd>(x: &[f32], ahead_passes: usize) -> (f32, f32) {
     let l = V::LANES;
     let main = x.len() - x.len() % l;
-    if V::LANES > 1 && !x.is_empty() && x.len() <= MOMENT_BLOCK {
-        return short_row_mean_var::<V>(x);
+    if short_row::<V>(x.len()) {
+        return short_row_mean_var::<V>(x, ahead_passes);
     }
+    let stream = ahead_passes > 0;
     let (mut mean, mut m2) = (V::splat(0.0), V::splat(0.0));
     // Values each lane has seen.
     let mut seen = 0usize;
@@ -423,6 +473,7 @@ fn reduce_v<V: Simd>(op: ReduceOp, x: &[f32], stream: bool) -> f32 {
     match op {
         ReduceOp::Sum => row_sum_map::<V>(
             x,
+            None,
             #[inline(always)]
             |a, v| a.add(v),
         ),
@@ -430,11 +481,13 @@ fn reduce_v<V: Simd>(op: ReduceOp, x: &[f32], stream: bool) -> f32 {
         ReduceOp::Mean => {
             row_sum_map::<V>(
                 x,
+                None,
                 #[inline(always)]
                 |a, v| a.add(v),
             ) / x.len() as f32
         }
-        ReduceOp::Variance => row_mean_var::<V>(x, stream).1,
+        // Its own passes share the requests (two on a short row).
+        ReduceOp::Variance => row_mean_var::<V>(x, if stream { 2 } else { 0 }).1,
     }
 }
 
