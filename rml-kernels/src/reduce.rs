@@ -283,6 +283,7 @@ pub(crate) fn short_row<V: Simd>(len: usize) -> bool {
 /// and 256 values).
 #[inline(always)]
 fn short_row_mean_var<V: Simd>(x: &[f32], ahead_passes: usize) -> (f32, f32) {
+    debug_assert_ne!(ahead_passes, 1, "the two passes are two of the sharers");
     let n = x.len() as f32;
     let share = |pass| (ahead_passes > 0).then(|| AheadShare::new(x, pass, ahead_passes));
     let (ahead_1, ahead_2) = (share(0), share(1));
@@ -398,13 +399,12 @@ fn merge_moments<V: Simd>(mean: &mut V, m2: &mut V, seen: &mut usize, nb: usize,
 /// row, nothing subtracts large sums of squares, so a large common offset costs no
 /// precision; unlike it, no second sweep over a row too long for L1 leaves memory
 /// idle (a whole-row second pass held a 64 MiB variance to ~55 % of memcpy's
-/// bandwidth, session 15). With
-/// `ahead_passes` nonzero, each block first asks for the lines
-/// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on (all of them:
-/// share them with no other pass); on a [`short_row`], the two passes ask for the
-/// first two of that many parts ([`short_row_mean_var`]). On the vector
-/// paths the blocks go in groups of [`INTERLEAVED_BLOCKS`] where the row has them
-/// (blocks past the last whole group go one at a time), and rows of at most
+/// bandwidth, session 15). With `ahead_passes` nonzero, each block first asks for
+/// the lines [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on (all of
+/// them: share them with no other pass); on a [`short_row`], the two passes ask for
+/// the first two of that many parts ([`short_row_mean_var`]). On the vector paths
+/// the blocks go in groups of [`INTERLEAVED_BLOCKS`] where the row has them (blocks
+/// past the last whole group go one at a time), and rows of at most
 /// [`SHORT_ROW_MAX`] values take [`short_row_mean_var`].
 #[inline(always)]
 pub(crate) fn row_mean_var<V: Simd>(x: &[f32], ahead_passes: usize) -> (f32, f32) {

@@ -358,6 +358,7 @@ impl AheadShare {
     /// Pass `pass` of `passes` (`pass < passes`) over `row`.
     #[inline(always)]
     pub(crate) fn new(row: &[f32], pass: usize, passes: usize) -> AheadShare {
+        debug_assert!(pass < passes, "pass {pass} of {passes}");
         let part = core::mem::size_of_val(row) / passes;
         let first = row.as_ptr().cast::<u8>();
         AheadShare {
