@@ -189,7 +189,10 @@ fn chat_on_a_terminal_stops_a_reply_on_ctrl_c_and_exits_on_a_second_at_the_promp
     let mut term = Terminal::spawn(&["chat", model.path(), "-n", "100000", "--temp", "0"]);
     let at = term.wait_for(0, "> ");
     term.send(b"What does the with statement do?\r");
-    // Wait for the first characters of the reply, then interrupt it at once.
+    // Interrupt as soon as the line's echo and a few more bytes are shown: the
+    // reply has started, or the Ctrl-C lands between Enter and the turn's start
+    // (the bytes are the editor's end-of-line codes), which must cancel the reply
+    // too, not end the program (CI run, session 34: it ended it, status 130).
     let at = term.wait_for(at, "statement do?");
     term.wait_for_output(at + 8);
     let sent = Instant::now();

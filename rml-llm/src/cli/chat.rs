@@ -36,18 +36,24 @@ impl ChatCommand {
     }
 }
 
-/// Set from the moment a user line is accepted until its reply ends: Ctrl-C then
-/// cancels the reply (even one still being prepared) instead of ending the program.
+/// Set while a turn runs: Ctrl-C then cancels the reply (even one still being
+/// prepared) instead of ending the program.
 static GENERATING: AtomicBool = AtomicBool::new(false);
-/// Set by Ctrl-C during a reply; the session sees it between prompt chunks (and
-/// undoes the turn's prompt), the reply's text callback after that.
+/// Set by Ctrl-C during a reply, or on a terminal after a line is accepted and
+/// before its turn starts; cleared before each line is read. The session sees it
+/// between prompt chunks (and undoes the turn's prompt), the reply's text callback
+/// after that.
 static CANCEL: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
-/// Ctrl-C stops the reply being generated; outside a reply (stdin not a terminal, so
-/// the line editor does not see the key) it ends the program as usual.
-fn install_interrupt_handler() -> Result<(), String> {
-    ctrlc::set_handler(|| {
-        if GENERATING.load(Ordering::SeqCst) {
+/// Ctrl-C stops the reply being generated. On a terminal (`interactive`) the line
+/// editor reads the key itself at the prompt, so a signal outside a turn comes
+/// between Enter and the turn's start (or between a reply's end and the next
+/// prompt): it cancels the coming reply, where ending the program would lose the
+/// conversation to a key pressed a moment early. Over pipes, Ctrl-C outside a
+/// reply ends the program as usual.
+fn install_interrupt_handler(interactive: bool) -> Result<(), String> {
+    ctrlc::set_handler(move || {
+        if interactive || GENERATING.load(Ordering::SeqCst) {
             CANCEL.store(true, Ordering::SeqCst);
         } else {
             std::process::exit(130);
@@ -56,8 +62,8 @@ fn install_interrupt_handler() -> Result<(), String> {
     .map_err(|e| format!("installing the Ctrl-C handler: {e}"))
 }
 
-/// Runs one turn with Ctrl-C armed to cancel it: a Ctrl-C between Enter and the
-/// first reply token cancels the reply rather than killing the program.
+/// Runs one turn with Ctrl-C armed to cancel it (a Ctrl-C since the line was
+/// read, already in [`CANCEL`], cancels it too).
 fn turn_interruptibly(
     state: &mut Chat<'_>,
     line: &str,
@@ -65,7 +71,6 @@ fn turn_interruptibly(
     sampler: &mut Sampler,
     out: &mut impl Write,
 ) -> Result<bool, String> {
-    CANCEL.store(false, Ordering::SeqCst);
     GENERATING.store(true, Ordering::SeqCst);
     let result = state.turn(line, session, sampler, out);
     GENERATING.store(false, Ordering::SeqCst);
@@ -232,14 +237,15 @@ fn chat(
         last: None,
     };
     let mut input = Input::open(history)?;
-    install_interrupt_handler()?;
     let interactive = input.is_terminal();
+    install_interrupt_handler(interactive)?;
     if interactive {
         eprintln!("{HELP}");
     }
     let mut stdout = std::io::stdout().lock();
     let mut interrupted = false;
     loop {
+        CANCEL.store(false, Ordering::SeqCst);
         let line = match input.read()? {
             Read::Eof => break,
             Read::Interrupted if interrupted => break,
