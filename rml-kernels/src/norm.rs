@@ -134,7 +134,7 @@ fn affine_cols<V: Simd, const G: bool, const B: bool, const S: bool>(
 
 /// `y = (x - shift) * scale * gamma + beta` row by row, with each row's `(shift,
 /// scale)` from `factors`; rows of an output beyond the cache (`stream_out`) go past
-/// it. With `ahead = Some((pass, passes))` the scaling is pass `pass` of `passes`
+/// it. With `scaling_share` nonzero the scaling is the last of that many passes
 /// over each row that share the requests for the input's lines ahead
 /// ([`AheadShare`]): the next rows come in while this one goes out, and `factors`
 /// (the other passes) reads them from the cache.
@@ -155,7 +155,7 @@ fn normalize_rows<V: Simd>(
     cols: usize,
     [gamma, beta]: [Option<&[f32]>; 2],
     stream_out: bool,
-    ahead: Option<(usize, usize)>,
+    scaling_share: usize,
     factors: impl Fn(&[f32]) -> (f32, f32),
 ) {
     let mut taken_ahead = None;
@@ -165,7 +165,8 @@ fn normalize_rows<V: Simd>(
         if !stream_out && let Some(xn) = x.get((r + 1) * cols..(r + 2) * cols) {
             taken_ahead = Some(factors(xn));
         }
-        let share = ahead.map(|(pass, passes)| AheadShare::new(xr, pass, passes));
+        let share =
+            (scaling_share > 0).then(|| AheadShare::new(xr, scaling_share - 1, scaling_share));
         if streams_row::<V>(yr, stream_out) {
             affine_row::<V, true>(xr, yr, shift, scale, gamma, beta, share);
         } else {
@@ -215,11 +216,11 @@ pub fn layer_norm_rows(
         // 34, four alternated runs: 20.0-20.9 -> 22.4-24.5 GB/s, 65-71 -> 71-84 %
         // of a streaming `copy`, against the scaling pass asking for all (56 % in
         // session 33 with the moment pass asking for all instead).
-        let (moment_passes, scaling) = match (stream_out, short_row::<V>(cols)) {
-            (true, true) => (3, Some((2, 3))),
-            (true, false) => (0, Some((0, 1))),
-            (false, _) if streams(count) => (2, None),
-            (false, _) => (0, None),
+        let (moment_passes, scaling_share) = match (stream_out, short_row::<V>(cols)) {
+            (true, true) => (3, 3),
+            (true, false) => (0, 1),
+            (false, _) if streams(count) => (2, 0),
+            (false, _) => (0, 0),
         };
         normalize_rows::<V>(
             x,
@@ -227,7 +228,7 @@ pub fn layer_norm_rows(
             cols,
             [gamma, beta],
             stream_out,
-            scaling,
+            scaling_share,
             #[inline(always)]
             |xr| {
                 let (mean, var) = row_mean_var::<V>(xr, moment_passes);
@@ -271,7 +272,7 @@ pub fn rms_norm_rows(
             cols,
             [gamma, None],
             stream_out,
-            stream_out.then_some((1, 2)),
+            if stream_out { 2 } else { 0 },
             #[inline(always)]
             |xr| {
                 let ms = row_sum_map::<V>(

@@ -146,11 +146,8 @@ impl Chat<'_> {
                 out: &mut *out,
                 copy: &mut reply,
             };
-            let result = self
-                .runner
-                .stream(session, sampler, &ids, &mut tee, Some(&**CANCEL));
-            CANCEL.store(false, Ordering::SeqCst);
-            result
+            self.runner
+                .stream(session, sampler, &ids, &mut tee, Some(&**CANCEL))
         };
         let generation = match generation {
             Ok(Some(g)) => g,
