@@ -1,10 +1,12 @@
 //! Row normalizations: layer norm and RMS norm over the last axis of a row-major
 //! matrix, with optional per-column scale (`gamma`) and shift (`beta`).
 //!
-//! Layer norm takes its statistics in two passes (the row's mean, then its squared
-//! deviations from it; blockwise, merged by Chan's update, over a row too long
-//! for L1: `reduce`'s `row_mean_var`), so it stays accurate for rows with a large
-//! common offset while reading each row from memory once.
+//! Layer norm takes its statistics without subtracting large sums of squares
+//! (`reduce`'s `row_mean_var`: on a vector path over a row of up to 4096 values,
+//! sums of the deviations from an estimate of the mean, or the two-pass form where
+//! the estimate is poor; otherwise blockwise two-pass moments merged by Chan's
+//! update), so it stays accurate for rows with a large common offset while
+//! reading each row from memory once.
 //!
 //! Where the output stays in the cache, both take a row's statistics before they
 //! scale the row above it (`normalize_rows`), so the reduce, divide and square
@@ -208,18 +210,20 @@ pub fn layer_norm_rows(
     let stream_out = streams_out(count);
     dispatch!(|V| {
         // Rows past L2 are asked for ahead by their passes ([`AheadShare`]): whose
-        // output stays in the cache, by the two moment passes; whose output
-        // streams, by those and the scaling pass, a third each; a row too long for
-        // the two-pass form (whose moment pass, blockwise, asks for all or
-        // nothing) by the scaling pass alone, the moments taking their in-cache
-        // form. The same bits in every case. 64 MiB, rows of 1024, Zen 3, session
-        // 34, four alternated runs: 20.0-20.9 -> 22.4-24.5 GB/s, 65-71 -> 71-84 %
-        // of a streaming `copy`, against the scaling pass asking for all (56 % in
-        // session 33 with the moment pass asking for all instead).
+        // output stays in the cache, by the moment pass alone; whose output
+        // streams, by it and the scaling pass, a half each; a row too long for
+        // the one-pass shifted moments (whose moment pass, blockwise, asks for all
+        // or nothing) by the scaling pass alone, the moments taking their in-cache
+        // form. The same bits in every case. 64 MiB, rows of 1024: with the
+        // two-pass moments and the passes in thirds 71-84 % of a streaming `copy`
+        // (Zen 3, session 34, from 65-71 % with the scaling pass asking for all);
+        // with the shifted moments in halves 86-91 % against 75-83 % (Zen 2,
+        // session 35, eight alternated runs), the moment pass asking for all and
+        // the scaling pass for nothing 56-61 %.
         let (moment_passes, scaling_share) = match (stream_out, short_row::<V>(cols)) {
-            (true, true) => (3, 3),
+            (true, true) => (2, 2),
             (true, false) => (0, 1),
-            (false, _) if streams(count) => (2, 0),
+            (false, _) if streams(count) => (1, 0),
             (false, _) => (0, 0),
         };
         normalize_rows::<V>(

@@ -21,10 +21,11 @@ pub enum ReduceOp {
     Max,
     /// Mean of the row (NaN for an empty row).
     Mean,
-    /// Population variance `mean((x - mean)^2)` (the two-pass form over a row that
-    /// stays in L1 between its passes, blockwise two-pass moments merged by Chan's
-    /// update over a longer one; either way one sweep over memory; NaN for an empty
-    /// row).
+    /// Population variance `mean((x - mean)^2)` (on a vector path, sums of the
+    /// deviations from the mean of the row's first vector, falling back to the
+    /// two-pass form where that shift is poor, over a row of up to 4096 values;
+    /// blockwise two-pass moments merged by Chan's update over a longer one;
+    /// either way one sweep over memory; NaN for an empty row).
     Variance,
 }
 
@@ -64,9 +65,28 @@ const ACCUMULATORS: usize = 8;
 /// for its part of the lines ahead.
 #[inline(always)]
 fn lane_sums<V: Simd>(x: &[f32], ahead: Option<AheadShare>, add: impl Fn(V, V) -> V) -> V {
-    let l = V::LANES;
     let mut acc = [V::splat(0.0); ACCUMULATORS];
-    let chunk = ACCUMULATORS * l;
+    for_each_vector::<V, ACCUMULATORS>(
+        x,
+        ahead,
+        #[inline(always)]
+        |k, v| acc[k] = add(acc[k], v),
+    );
+    add_pairwise(&mut acc)
+}
+
+/// Calls `f(k, v)` on each vector `v` of `x` (a whole number of them), `k` cycling
+/// through `0..N` so that the caller's `N` chains of accumulators run side by side
+/// (vectors `k`, `k + N`, … go to chain `k`). With `ahead`, each group of `N`
+/// vectors first asks for its part of the lines ahead.
+#[inline(always)]
+fn for_each_vector<V: Simd, const N: usize>(
+    x: &[f32],
+    ahead: Option<AheadShare>,
+    mut f: impl FnMut(usize, V),
+) {
+    let l = V::LANES;
+    let chunk = N * l;
     let big = x.len() - x.len() % chunk;
     for_each_asking(
         x[..big].chunks_exact(chunk),
@@ -74,16 +94,15 @@ fn lane_sums<V: Simd>(x: &[f32], ahead: Option<AheadShare>, add: impl Fn(V, V) -
         chunk * core::mem::size_of::<f32>(),
         #[inline(always)]
         |c| {
-            for (k, a) in acc.iter_mut().enumerate() {
-                *a = add(*a, V::load(&c[k * l..]));
+            for k in 0..N {
+                f(k, V::load(&c[k * l..]));
             }
         },
     );
-    // Fewer than `ACCUMULATORS` vectors remain: one into each accumulator.
-    for (a, c) in acc.iter_mut().zip(x[big..].chunks_exact(l)) {
-        *a = add(*a, V::load(c));
+    // Fewer than `N` vectors remain: one for each chain.
+    for (k, c) in x[big..].chunks_exact(l).enumerate() {
+        f(k, V::load(c));
     }
-    add_pairwise(&mut acc)
 }
 
 /// The sum of `acc`'s vectors (a power of two of them), added pairwise: each
@@ -223,15 +242,13 @@ fn row_fold<V: Simd, A: Copy>(
 const MOMENT_BLOCK: usize = 256;
 
 /// Longest row (16 KiB, half of L1) whose mean and variance the vector paths take
-/// by the plain two-pass form ([`short_row_mean_var`]): such a row stays in L1
-/// from the first pass to the second, so it is read from memory once, and the
-/// form needs no per-block merges. Zen 3, session 34, medians of 31 × 2000 calls
-/// against the blockwise form: variance of rows of 512 / 1024 / 2048 / 4096
-/// values 136 / 83-87 / 72-77 / 68-76 -> 96-111 / 69-70 / 60-61 / 56 ns per 1024
-/// values, layer norm 197-198 -> 180-181 ns per 1024 at rows of 1024; longer
-/// rows (6000, 8192) level either way. A 64 MiB variance in rows of 1024, the
-/// first pass asking for all the lines ahead as the blocks did, stayed at `sum`'s
-/// share (60-64 against 61-69 %; its passes now share the requests).
+/// from shifted sums ([`short_row_mean_var`]), with no per-block merges: a row
+/// whose shift turns out poor is read again by the plain two-pass form, from L1
+/// at this length. Zen 3, session 34, medians of 31 × 2000 calls, the two-pass
+/// form (the short rows' form then) against the blockwise one: variance of rows
+/// of 512 / 1024 / 2048 / 4096 values 136 / 83-87 / 72-77 / 68-76 -> 96-111 /
+/// 69-70 / 60-61 / 56 ns per 1024 values, layer norm 197-198 -> 180-181 ns per
+/// 1024 at rows of 1024; longer rows (6000, 8192) level either way.
 const SHORT_ROW_MAX: usize = 4096;
 
 /// Blocks of [`row_mean_var`] whose passes a vector path interleaves, each summing
@@ -260,7 +277,7 @@ pub(crate) fn streams(values: usize) -> bool {
     values.saturating_mul(core::mem::size_of::<f32>()) > STREAM_MIN_BYTES
 }
 
-/// Whether [`row_mean_var`] takes a row of `len` values in the plain two-pass form
+/// Whether [`row_mean_var`] takes a row of `len` values by shifted sums
 /// ([`short_row_mean_var`]): on a vector path, up to [`SHORT_ROW_MAX`] values.
 #[inline(always)]
 pub(crate) fn short_row<V: Simd>(len: usize) -> bool {
@@ -268,14 +285,21 @@ pub(crate) fn short_row<V: Simd>(len: usize) -> bool {
 }
 
 /// Mean and population variance of a row of at most [`SHORT_ROW_MAX`] values on a
-/// vector path: the plain two-pass form, the row's mean and then its squared
-/// deviations from it. With `ahead_passes` (0 or at least 2), the two passes are
-/// the first two of that many over the row that share the requests for the lines
-/// ahead ([`AheadShare`]): a variance's own two, or a layer norm's three with its
-/// scaling pass. Zen 3, session 34, a 64 MiB variance in rows of 1024, four
-/// alternated runs: the first pass asking for all of them 62-65 % of `sum`'s
-/// bandwidth, each pass half 74-78 % (in trial builds, 4 KiB and 12 KiB ahead
-/// instead of 8 within the spread). [`row_mean_var`]'s per-lane moments end in a
+/// vector path, in one pass: with `K` the mean of the row's first vector (an
+/// estimate of the row's mean), the sums `S1 = Σ(x − K)` and `S2 = Σ(x − K)²`
+/// give the mean `K + S1/n` and `M2 = S2 − S1²/n`. That subtraction cancels as
+/// much as `K` misses the mean: it loses no more than a bit while `S1²/n ≤ S2/2`
+/// (`K` within one standard deviation of the mean, where the mean of eight
+/// values, AVX2's first vector, lies but for one row in 200 of normal data; of
+/// NEON's four, one in 20), and a row past that, or
+/// whose squares overflow, takes the two-pass form ([`two_pass_mean_var`])
+/// instead. Against the two-pass form's two sweeps, Zen 2, session 35: a 64 MiB
+/// variance in rows of 1024 73-78 -> 83-88 % of `sum`'s bandwidth (`bench_paired`,
+/// eight alternated runs), layer norm 75-83 -> 86-91 % of `copy`; in L1, two rows
+/// of 1024, variance 151-153 -> 137-141 ns, layer norm level. With `ahead_passes`
+/// (0 for none), the pass is the first of that many over the row that share the
+/// requests for the lines ahead ([`AheadShare`]): a variance's one, or a layer
+/// norm's two with its scaling pass. [`row_mean_var`]'s per-lane moments end in a
 /// merge across the lanes whose chain of reductions and divisions holds short rows
 /// up (session 28, Zen 3, variance of 2 KiB of rows: 64 values 618 -> 434 ns, 256
 /// values 304 -> 226), and its blocks each end in one more. The one-lane path has
@@ -283,20 +307,70 @@ pub(crate) fn short_row<V: Simd>(len: usize) -> bool {
 /// and 256 values).
 #[inline(always)]
 fn short_row_mean_var<V: Simd>(x: &[f32], ahead_passes: usize) -> (f32, f32) {
-    debug_assert_ne!(ahead_passes, 1, "the two passes are two of the sharers");
+    let l = V::LANES;
+    let n = x.len();
+    let shift = if n >= l {
+        V::load(x).reduce_sum() * (1.0 / l as f32)
+    } else {
+        x.iter().sum::<f32>() / n as f32
+    };
+    let shift_v = V::splat(shift);
+    let ahead = (ahead_passes > 0).then(|| AheadShare::new(x, 0, ahead_passes));
+    let main = n - n % l;
+    let mut sums = [V::splat(0.0); SHIFTED_ACCUMULATORS];
+    let mut squares = sums;
+    for_each_vector::<V, SHIFTED_ACCUMULATORS>(
+        &x[..main],
+        ahead,
+        #[inline(always)]
+        |k, v| add_deviation(&mut sums[k], &mut squares[k], v.sub(shift_v)),
+    );
+    if main < n {
+        // Padded with the shift, the missing lanes' deviations are 0.
+        let d = V::load_tail(&x[main..], shift).sub(shift_v);
+        add_deviation(&mut sums[0], &mut squares[0], d);
+    }
+    let sum = add_pairwise(&mut sums).reduce_sum();
+    let square = add_pairwise(&mut squares).reduce_sum();
+    let mean_shift = sum / n as f32;
+    let correction = mean_shift * sum;
+    if correction <= 0.5 * square && square.is_finite() {
+        (shift + mean_shift, (square - correction) / n as f32)
+    } else {
+        two_pass_mean_var::<V>(x)
+    }
+}
+
+/// Adds the deviation `d` to `sum` and its square to `square`.
+#[inline(always)]
+fn add_deviation<V: Simd>(sum: &mut V, square: &mut V, d: V) {
+    *sum = sum.add(d);
+    *square = d.mul_add(d, *square);
+}
+
+/// Accumulators of each of [`short_row_mean_var`]'s two sums: eight pairs left no
+/// register free and ran 20-30 % slower, four sums beside eight squares level or
+/// slower, two beside four 5-15 % slower (Zen 2, session 35, rows of 1024 and 4096
+/// in L1; a bare loop of the same operations ran at 1.25 cycles a vector with
+/// four pairs and no faster with six).
+const SHIFTED_ACCUMULATORS: usize = 4;
+
+/// Mean and population variance of a row by the plain two-pass form: the row's
+/// mean, then its squared deviations from it. No cancellation whatever the row's
+/// offset, for the rows [`short_row_mean_var`]'s shift misses.
+#[inline(always)]
+fn two_pass_mean_var<V: Simd>(x: &[f32]) -> (f32, f32) {
     let n = x.len() as f32;
-    let share = |pass| (ahead_passes > 0).then(|| AheadShare::new(x, pass, ahead_passes));
-    let (ahead_1, ahead_2) = (share(0), share(1));
     let mean = row_sum_map::<V>(
         x,
-        ahead_1,
+        None,
         #[inline(always)]
         |a, v| a.add(v),
     ) / n;
     let mean_v = V::splat(mean);
     let m2 = row_sum_map::<V>(
         x,
-        ahead_2,
+        None,
         #[inline(always)]
         |a, v| {
             let d = v.sub(mean_v);
@@ -401,8 +475,8 @@ fn merge_moments<V: Simd>(mean: &mut V, m2: &mut V, seen: &mut usize, nb: usize,
 /// idle (a whole-row second pass held a 64 MiB variance to ~55 % of memcpy's
 /// bandwidth, session 15). With `ahead_passes` nonzero, each block first asks for
 /// the lines [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on (all of
-/// them: share them with no other pass); on a [`short_row`], the two passes ask for
-/// the first two of that many parts ([`short_row_mean_var`]). On the vector paths
+/// them: share them with no other pass); on a [`short_row`], the one pass asks for
+/// the first of that many parts ([`short_row_mean_var`]). On the vector paths
 /// the blocks go in groups of [`INTERLEAVED_BLOCKS`] where the row has them (blocks
 /// past the last whole group go one at a time), and rows of at most
 /// [`SHORT_ROW_MAX`] values take [`short_row_mean_var`].
@@ -486,8 +560,8 @@ fn reduce_v<V: Simd>(op: ReduceOp, x: &[f32], stream: bool) -> f32 {
                 |a, v| a.add(v),
             ) / x.len() as f32
         }
-        // Its own passes share the requests (two on a short row).
-        ReduceOp::Variance => row_mean_var::<V>(x, if stream { 2 } else { 0 }).1,
+        // Its one pass on a short row asks for all the lines ahead.
+        ReduceOp::Variance => row_mean_var::<V>(x, if stream { 1 } else { 0 }).1,
     }
 }
 

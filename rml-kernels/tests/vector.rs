@@ -24,6 +24,10 @@ const NORM_ATOL: f64 = 1e-5;
 const SUM_EPS_PER_TERM: f64 = f32::EPSILON as f64;
 /// Variance relative tolerance (two-pass, inputs with an offset).
 const VAR_RTOL: f64 = 1e-4;
+/// Variance relative tolerance on rows that open with outliers: the two-pass forms
+/// measure within 1.1e-7 there, shifted sums without their fallback 8e-7 to 5e-5
+/// (100 to 4096 values, AVX2).
+const OUTLIER_VAR_RTOL: f64 = 5e-7;
 
 // --- f64 references ----------------------------------------------------------------
 
@@ -728,18 +732,56 @@ fn variance_keeps_precision_under_a_large_offset() {
             let mut out = [0.0f32; 2];
             reduce_rows(ReduceOp::Variance, &x, cols, 0..2, &mut out).unwrap();
             for (row, &got) in x.chunks_exact(cols).zip(&out) {
-                let n = cols as f64;
-                let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
-                let var = row
-                    .iter()
-                    .map(|&v| (f64::from(v) - mean).powi(2))
-                    .sum::<f64>()
-                    / n;
+                let var = f64_variance(row);
                 let ok = (f64::from(got) - var).abs() <= VAR_RTOL * var + 1e-12;
                 assert!(ok, "{} cols={cols}: {got} vs {var}", isa.name());
             }
         }
     });
+}
+
+#[test]
+fn variance_keeps_precision_when_a_row_opens_with_outliers() {
+    // The first 16 values of each row (a whole vector on every path) sit 1000 above
+    // the rest, so the vector paths' shift (the opening vector's mean) lies far
+    // from the row's mean: their shifted sums would cancel, and these rows must
+    // fall back to the two-pass form.
+    let mut rng = Rng::new(8);
+    for_each_isa(|isa| {
+        for cols in [17usize, 100, test_len(1024, 40), test_len(4096, 40)] {
+            let mut x = vec![0.0f32; 2 * cols];
+            rng.fill(&mut x, -1.0, 1.0);
+            for row in x.chunks_exact_mut(cols) {
+                row[..16].iter_mut().for_each(|v| *v += 1000.0);
+            }
+            let mut out = [0.0f32; 2];
+            reduce_rows(ReduceOp::Variance, &x, cols, 0..2, &mut out).unwrap();
+            for (row, &got) in x.chunks_exact(cols).zip(&out) {
+                let var = f64_variance(row);
+                let ok = (f64::from(got) - var).abs() <= OUTLIER_VAR_RTOL * var;
+                assert!(ok, "{} cols={cols}: {got} vs {var}", isa.name());
+            }
+        }
+        // Eight values 4e18 then eight −4e18: the variance, 1.6e37, fits in f32,
+        // but the squares about a shift of 4e18 (the opening vector's mean on AVX2
+        // and NEON) overflow.
+        let a = 4e18f32;
+        let mut x = [a; 16];
+        x[8..].fill(-a);
+        let mut out = [0.0f32];
+        reduce_rows(ReduceOp::Variance, &x, 16, 0..1, &mut out).unwrap();
+        assert_eq!(out[0], a * a, "{} ±4e18", isa.name());
+    });
+}
+
+/// Population variance of `row` in f64, two passes.
+fn f64_variance(row: &[f32]) -> f64 {
+    let n = row.len() as f64;
+    let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+    row.iter()
+        .map(|&v| (f64::from(v) - mean).powi(2))
+        .sum::<f64>()
+        / n
 }
 
 #[test]
