@@ -99,8 +99,10 @@ fn for_each_vector<V: Simd, const N: usize>(
             }
         },
     );
-    // Fewer than `N` vectors remain: one for each chain.
-    for (k, c) in x[big..].chunks_exact(l).enumerate() {
+    // Fewer than `N` vectors remain: one for each chain. `k` comes from `0..N`,
+    // not `enumerate`, so the callers' `acc[k]` need no bounds check (with
+    // `enumerate` the one-lane variance and norms ran 10-20 % slower, session 35).
+    for (k, c) in (0..N).zip(x[big..].chunks_exact(l)) {
         f(k, V::load(c));
     }
 }
