@@ -23,7 +23,7 @@ fn same_len(a: usize, b: usize) -> Result<()> {
 }
 
 /// The most vectors [`widen`] and [`narrow`] take per step.
-const MAX_GROUP: usize = 2;
+const MAX_GROUP: usize = 4;
 
 /// Widens fewer than `G · V::LANES` values through padded buffers (a head or a
 /// tail).
@@ -171,7 +171,7 @@ fn store_half<V: Simd, const BF: bool>(v: V, d: &mut [u16]) {
 
 /// Widens a whole slice on the active path (lengths must match). A conversion streams when its f32
 /// side is too large for the caches ([`streams_out`]). bf16 goes two vectors a
-/// step on the vector paths ([`Simd::load_bf16_pair`]); the one-lane path keeps
+/// step on the vector paths ([`Simd::load_bf16_quad`]); the one-lane path keeps
 /// one value a step, the loop LLVM vectorizes best (in pairs it ran 8-10 %
 /// slower on the Zen 3).
 // The closures are not redundant: they carry `#[inline(always)]` (a function item
@@ -180,11 +180,11 @@ fn store_half<V: Simd, const BF: bool>(v: V, d: &mut [u16]) {
 fn widen_all<const BF: bool>(src: &[u16], dst: &mut [f32]) -> Result<()> {
     same_len(src.len(), dst.len())?;
     dispatch_streamed!(streams_out(dst.len()), |V, S| if BF && V::LANES > 1 {
-        widen::<V, S, 2>(
+        widen::<V, S, 4>(
             src,
             dst,
             #[inline(always)]
-            |s| V::load_bf16_pair(s),
+            |s| V::load_bf16_quad(s),
         )
     } else {
         widen::<V, S, 1>(

@@ -1027,6 +1027,32 @@ fn conversions_match_half_bit_for_bit() {
     assert!(convert::f16_to_f32(&[f16::ONE], &mut f).is_err());
 }
 
+/// A bf16 NaN at any place in a run of ordinary values, signalling or quiet,
+/// comes out as `half` widens it (quiet, payload and sign kept), and its
+/// neighbours exactly: the vector paths test a whole group of vectors for NaN at
+/// once and quiet only the groups that hold one.
+#[test]
+fn bf16_nan_anywhere_widens_as_half_does() {
+    for_each_isa(|isa| {
+        for nan in [0x7f81u16, 0xffc5, 0x7fc0] {
+            for at in 0..70 {
+                let mut src = vec![bf16::from_f32(1.5); 70];
+                src[at] = bf16::from_bits(nan);
+                let mut out = vec![0.0f32; 70];
+                convert::bf16_to_f32(&src, &mut out).unwrap();
+                for (i, (v, s)) in out.iter().zip(&src).enumerate() {
+                    assert_eq!(
+                        v.to_bits(),
+                        s.to_f32().to_bits(),
+                        "{}: NaN {nan:#06x} at {at}, element {i}",
+                        isa.name()
+                    );
+                }
+            }
+        }
+    });
+}
+
 /// Conversions whose f32 side passes 32 MiB stream their output (x86): bit for bit
 /// what `half` gives, through a head longer than one vector (the u16 output starts
 /// 5 values past a 64-byte boundary), the streamed body and a tail. The narrowed

@@ -36,15 +36,59 @@ fn run_avx2<R>(f: impl FnOnce() -> R) -> R {
 /// does when it converts one).
 const QUIET_BIT: i32 = 0x40_0000;
 
-/// Whether `a` or `b` holds a NaN in any lane: one unordered compare of the two
-/// and one `vtestps`, so that the bf16 pairs skip their NaN handling in the
-/// usual case.
+/// Eight bfloat16 values at `p` widened exactly (a NaN keeps its bits). They are
+/// loaded into both 128-bit halves of a register (a load, no shuffle), and one
+/// byte shuffle puts values 0-3 of the first half and 4-7 of the second in the
+/// high halves of the 32-bit lanes: one shuffle a vector, where a 256-bit load
+/// needs three for two (Zen 3, 2048 values in L1: 162 -> 139-141 ns).
+///
+/// # Safety
+/// Eight `u16` must be readable at `p`.
 #[inline(always)]
-fn pair_holds_nan(a: __m256, b: __m256) -> bool {
+unsafe fn widen_bf16x8(p: *const u16) -> __m256 {
+    // SAFETY: 16 bytes readable (the caller's contract); AVX2 available (module
+    // docs).
+    unsafe {
+        let eight = _mm256_broadcastsi128_si256(_mm_loadu_si128(p.cast()));
+        let to_high_halves = _mm256_setr_epi8(
+            -1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7, -1, -1, 8, 9, -1, -1, 10, 11,
+            -1, -1, 12, 13, -1, -1, 14, 15,
+        );
+        _mm256_castsi256_ps(_mm256_shuffle_epi8(eight, to_high_halves))
+    }
+}
+
+/// Lane-wise bitwise or of two masks.
+#[inline(always)]
+fn or(a: __m256, b: __m256) -> __m256 {
+    // SAFETY: AVX available (module docs).
+    unsafe { _mm256_or_ps(a, b) }
+}
+
+/// All ones in each lane where `a` or `b` is NaN (one unordered compare of the
+/// two), so that one [`any_lane`] tests both.
+#[inline(always)]
+fn unordered(a: __m256, b: __m256) -> __m256 {
+    // SAFETY: AVX available (module docs).
+    unsafe { _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b) }
+}
+
+/// Whether any lane of the compare mask `mask` is set (one `vtestps`), so that
+/// the bf16 conversions skip their NaN handling in the usual case.
+#[inline(always)]
+fn any_lane(mask: __m256) -> bool {
+    // SAFETY: AVX available (module docs).
+    unsafe { _mm256_testz_ps(mask, mask) == 0 }
+}
+
+/// `v` with the quiet bit set in its NaN lanes, as `half` sets it when it widens
+/// a NaN.
+#[inline(always)]
+fn quieted(v: __m256) -> __m256 {
     // SAFETY: AVX available (module docs).
     unsafe {
-        let unordered = _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b);
-        _mm256_testz_ps(unordered, unordered) == 0
+        let quiet_bit = _mm256_castsi256_ps(_mm256_set1_epi32(QUIET_BIT));
+        or(v, _mm256_and_ps(unordered(v, v), quiet_bit))
     }
 }
 
@@ -214,35 +258,27 @@ impl Simd for F32x8 {
         }
     }
     #[inline(always)]
-    fn load_bf16_pair(s: &[u16]) -> [Self; 2] {
-        assert!(s.len() >= 16);
-        // SAFETY: 32 bytes readable (checked); AVX2 available (module docs).
-        unsafe {
-            // Each eight values loaded into both 128-bit halves of a register (a
-            // load, no shuffle); one byte shuffle puts values 0-3 of the first
-            // half and 4-7 of the second in the high halves of the 32-bit lanes.
-            // One shuffle a vector, where a 256-bit load needs three for two
-            // (Zen 3, 2048 values in L1: 162 -> 139-141 ns).
-            let widen = _mm256_setr_epi8(
-                -1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7, -1, -1, 8, 9, -1, -1, 10,
-                11, -1, -1, 12, 13, -1, -1, 14, 15,
-            );
-            let first = _mm256_broadcastsi128_si256(_mm_loadu_si128(s.as_ptr().cast()));
-            let second = _mm256_broadcastsi128_si256(_mm_loadu_si128(s.as_ptr().add(8).cast()));
-            let lo = _mm256_castsi256_ps(_mm256_shuffle_epi8(first, widen));
-            let hi = _mm256_castsi256_ps(_mm256_shuffle_epi8(second, widen));
-            // NaN inputs come out quiet, as `half` does; the usual pair has none
-            // (a NaN in every pair: 162 -> 177-183 ns).
-            let (lo, hi) = (F32x8(lo), F32x8(hi));
-            if !pair_holds_nan(lo.0, hi.0) {
-                return [lo, hi];
-            }
-            let quiet_bit = _mm256_castsi256_ps(_mm256_set1_epi32(QUIET_BIT));
+    fn load_bf16_quad(s: &[u16]) -> [Self; 4] {
+        assert!(s.len() >= 32);
+        let p = s.as_ptr();
+        // No closures here (an array `map` left them out of line, without the
+        // path's features: 20x slower).
+        // SAFETY: 32 values readable (checked).
+        let [a, b, c, d] = unsafe {
             [
-                F32x8(_mm256_or_ps(lo.0, _mm256_and_ps(lo.is_nan(), quiet_bit))),
-                F32x8(_mm256_or_ps(hi.0, _mm256_and_ps(hi.is_nan(), quiet_bit))),
+                widen_bf16x8(p),
+                widen_bf16x8(p.add(8)),
+                widen_bf16x8(p.add(16)),
+                widen_bf16x8(p.add(24)),
             ]
+        };
+        // NaN inputs come out quiet, as `half` does. The usual four vectors hold
+        // none: one test for all four (2048 values in L1 on the Zen 2: a test
+        // per pair 128-133 ns, per four 105-106; with none at all 94-95).
+        if !any_lane(or(unordered(a, b), unordered(c, d))) {
+            return [F32x8(a), F32x8(b), F32x8(c), F32x8(d)];
         }
+        [quieted(a), quieted(b), quieted(c), quieted(d)].map(F32x8)
     }
     #[inline(always)]
     fn store_bf16(self, s: &mut [u16]) {
@@ -263,7 +299,7 @@ impl Simd for F32x8 {
             // The usual pair holds no NaN and skips the NaN blend, which took a
             // third of the time (Zen 3, 2048 values in L1: 284-289 -> 210-212
             // ns; with a NaN in every pair 276 -> 260).
-            let (lo, hi) = if pair_holds_nan(lo.0, hi.0) {
+            let (lo, hi) = if any_lane(unordered(lo.0, hi.0)) {
                 (bf16_rounded(lo.0), bf16_rounded(hi.0))
             } else {
                 (bf16_rounded_not_nan(lo.0), bf16_rounded_not_nan(hi.0))

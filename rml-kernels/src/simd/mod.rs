@@ -75,14 +75,21 @@ pub(crate) trait Simd: Copy {
     fn store_f16(self, s: &mut [u16]);
     /// Loads `LANES` bfloat16 values (bit patterns) and widens them exactly.
     fn load_bf16(s: &[u16]) -> Self;
-    /// Loads `2 · LANES` bfloat16 values and widens them exactly into two
-    /// vectors, the first `LANES` values and the next: two [`Simd::load_bf16`]
-    /// by default. NEON quiets NaNs on the 16-bit values of one whole register
-    /// and then widens it into two, about half the operations; AVX2 widens each
-    /// eight with one byte shuffle and quiets NaNs only when the pair holds one.
+    /// Loads `4 · LANES` bfloat16 values and widens them exactly into four
+    /// vectors, in order: four [`Simd::load_bf16`] by default. NEON quiets NaNs
+    /// on the 16-bit values of each whole register and then widens it into two,
+    /// about half the operations; AVX2 widens each eight with one byte shuffle
+    /// and quiets NaNs only when one of the four vectors (a cache line of
+    /// bfloat16) holds one.
     #[inline(always)]
-    fn load_bf16_pair(s: &[u16]) -> [Self; 2] {
-        [Self::load_bf16(s), Self::load_bf16(&s[Self::LANES..])]
+    fn load_bf16_quad(s: &[u16]) -> [Self; 4] {
+        let l = Self::LANES;
+        [
+            Self::load_bf16(s),
+            Self::load_bf16(&s[l..]),
+            Self::load_bf16(&s[2 * l..]),
+            Self::load_bf16(&s[3 * l..]),
+        ]
     }
     /// Narrows to bfloat16 with round-to-nearest-even and stores the bits.
     fn store_bf16(self, s: &mut [u16]);

@@ -23,6 +23,23 @@ impl F32x4 {
     }
 }
 
+/// Eight bfloat16 values widened exactly into two vectors. NaNs come out quiet
+/// (the quiet bit set), as `half` does: the test and the bit on the eight 16-bit
+/// values, before widening.
+#[inline(always)]
+fn widen_bf16x8(h: uint16x8_t) -> [F32x4; 2] {
+    // SAFETY: NEON is baseline (module docs).
+    unsafe {
+        let abs = vandq_u16(h, vdupq_n_u16(0x7fff));
+        let nan = vcgtq_u16(abs, vdupq_n_u16(0x7f80));
+        let h = vorrq_u16(h, vandq_u16(nan, vdupq_n_u16(0x0040)));
+        [
+            F32x4(vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(h)))),
+            F32x4(vreinterpretq_f32_u32(vshll_high_n_u16::<16>(h))),
+        ]
+    }
+}
+
 impl Simd for F32x4 {
     const LANES: usize = 4;
     const FAST_LOOKUP: bool = false;
@@ -79,21 +96,12 @@ impl Simd for F32x4 {
         }
     }
     #[inline(always)]
-    fn load_bf16_pair(s: &[u16]) -> [Self; 2] {
-        assert!(s.len() >= 8);
-        // SAFETY: 8 u16 readable (checked); NEON is baseline.
-        unsafe {
-            let h = vld1q_u16(s.as_ptr());
-            // NaN inputs come out quiet (the quiet bit set), as `half` does: the
-            // test and the bit on the eight 16-bit values, before widening.
-            let abs = vandq_u16(h, vdupq_n_u16(0x7fff));
-            let nan = vcgtq_u16(abs, vdupq_n_u16(0x7f80));
-            let h = vorrq_u16(h, vandq_u16(nan, vdupq_n_u16(0x0040)));
-            [
-                F32x4(vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(h)))),
-                F32x4(vreinterpretq_f32_u32(vshll_high_n_u16::<16>(h))),
-            ]
-        }
+    fn load_bf16_quad(s: &[u16]) -> [Self; 4] {
+        assert!(s.len() >= 16);
+        // SAFETY: 16 u16 readable (checked); NEON is baseline.
+        let (first, second) = unsafe { (vld1q_u16(s.as_ptr()), vld1q_u16(s.as_ptr().add(8))) };
+        let ([a, b], [c, d]) = (widen_bf16x8(first), widen_bf16x8(second));
+        [a, b, c, d]
     }
     #[inline(always)]
     fn store_bf16(self, s: &mut [u16]) {
