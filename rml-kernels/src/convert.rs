@@ -170,7 +170,7 @@ fn store_half<V: Simd, const BF: bool>(v: V, d: &mut [u16]) {
 }
 
 /// Widens a whole slice on the active path (lengths must match). A conversion streams when its f32
-/// side is too large for the caches ([`streams_out`]). bf16 goes two vectors a
+/// side is too large for the caches ([`streams_out`]). bf16 goes four vectors a
 /// step on the vector paths ([`Simd::load_bf16_quad`]); the one-lane path keeps
 /// one value a step, the loop LLVM vectorizes best (in pairs it ran 8-10 %
 /// slower on the Zen 3).

@@ -274,7 +274,7 @@ impl Simd for F32x8 {
         };
         // NaN inputs come out quiet, as `half` does. The usual four vectors hold
         // none: one test for all four (2048 values in L1 on the Zen 2: a test
-        // per pair 128-133 ns, per four 105-106; with none at all 94-95).
+        // per pair 127-133 ns, per four 102-107; with none at all 94-95).
         if !any_lane(or(unordered(a, b), unordered(c, d))) {
             return [F32x8(a), F32x8(b), F32x8(c), F32x8(d)];
         }
