@@ -294,10 +294,11 @@ pub(crate) fn short_row<V: Simd>(len: usize) -> bool {
 /// (`K` within one standard deviation of the mean, where the mean of eight
 /// values, AVX2's first vector, lies but for one row in 200 of normal data; of
 /// NEON's four, one in 20), and a row past that, or whose squares overflow,
-/// takes the two-pass form ([`two_pass_mean_var`]) instead. Against the two-pass form's two sweeps, Zen 2, session 35: a 64 MiB
-/// variance in rows of 1024 73-78 -> 83-88 % of `sum`'s bandwidth (`bench_paired`,
-/// eight alternated runs), layer norm 75-83 -> 86-91 % of `copy`; in L1, two rows
-/// of 1024, variance 151-153 -> 137-141 ns, layer norm level. With `ahead_passes`
+/// takes the two-pass form ([`two_pass_mean_var`]) instead. Against the two-pass
+/// form's two sweeps, Zen 2, session 35: a 64 MiB variance in rows of 1024 73-78
+/// -> 83-88 % of `sum`'s bandwidth (`bench_paired`, eight alternated runs), layer
+/// norm 75-83 -> 86-91 % of `copy`; in L1, two rows of 1024, variance 151-153 ->
+/// 137-141 ns, layer norm level. With `ahead_passes`
 /// (0 for none), the pass is the first of that many over the row that share the
 /// requests for the lines ahead ([`AheadShare`]): a variance's one, or a layer
 /// norm's two with its scaling pass. [`row_mean_var`]'s per-lane moments end in a

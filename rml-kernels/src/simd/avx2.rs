@@ -58,7 +58,7 @@ unsafe fn widen_bf16x8(p: *const u16) -> __m256 {
     }
 }
 
-/// Lane-wise bitwise or of two masks.
+/// Lane-wise bitwise or of two vectors' bits.
 #[inline(always)]
 fn or(a: __m256, b: __m256) -> __m256 {
     // SAFETY: AVX available (module docs).
@@ -251,10 +251,7 @@ impl Simd for F32x8 {
             let h = _mm_loadu_si128(s.as_ptr().cast());
             let bits = _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h));
             // NaN inputs come out quiet (the quiet bit set), as `half` does.
-            let abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fff_ffff));
-            let nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f80_0000));
-            let quiet = _mm256_and_si256(nan, _mm256_set1_epi32(QUIET_BIT));
-            F32x8(_mm256_castsi256_ps(_mm256_or_si256(bits, quiet)))
+            F32x8(quieted(_mm256_castsi256_ps(bits)))
         }
     }
     #[inline(always)]
