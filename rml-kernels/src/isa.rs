@@ -100,6 +100,29 @@ fn avx512f_supported() -> bool {
     cfg!(all(target_arch = "x86_64", target_feature = "avx512f"))
 }
 
+/// The CPU family of an AMD processor as `cpuid` reports it (0x17: Zen 2, 0x19: Zen 3
+/// and Zen 4, 0x1A: Zen 5); `None` on other vendors, and under Miri, which runs no
+/// `cpuid`. For tuning that differs between cores of one ISA (the GEMV prefetch
+/// distance); callers cache what they derive from it, since a virtual machine's
+/// `cpuid` traps to the hypervisor.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn amd_family() -> Option<u32> {
+    use core::arch::x86_64::__cpuid;
+    if cfg!(miri) {
+        return None;
+    }
+    let vendor = __cpuid(0);
+    // "AuthenticAMD", four bytes in each register, little-endian.
+    let is_amd = [vendor.ebx, vendor.edx, vendor.ecx] == [0x6874_7541, 0x6974_6e65, 0x444d_4163];
+    if !is_amd {
+        return None;
+    }
+    let eax = __cpuid(1).eax;
+    let base = (eax >> 8) & 0xF;
+    let extended = (eax >> 20) & 0xFF;
+    Some(if base == 0xF { base + extended } else { base })
+}
+
 /// 0 = not chosen yet; otherwise an `Isa` discriminant.
 static ACTIVE: AtomicU8 = AtomicU8::new(0);
 
@@ -152,6 +175,27 @@ mod tests {
         }
         assert!(Isa::parse("sse9").is_err());
         assert!(detect().is_supported());
+    }
+
+    /// `amd_family` against the kernel's reading of the same `cpuid` leaves in
+    /// `/proc/cpuinfo` (`vendor_id`, `cpu family`, decimal).
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+    #[test]
+    fn amd_family_agrees_with_proc_cpuinfo() {
+        let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+            return;
+        };
+        let field = |name: &str| {
+            info.lines()
+                .find(|line| line.split(':').next().map(str::trim) == Some(name))
+                .and_then(|line| line.split(':').nth(1))
+                .map(str::trim)
+        };
+        let expected = match field("vendor_id") {
+            Some("AuthenticAMD") => field("cpu family").map(|f| f.parse::<u32>().unwrap()),
+            _ => None,
+        };
+        assert_eq!(amd_family(), expected);
     }
 
     /// Under qemu-aarch64 (`ci/test kernels_aarch64`) every ISA-looping test must

@@ -12,6 +12,7 @@
 //! FMA pipes). Ragged columns use masked loads/stores, so edges need no copies.
 
 use core::arch::x86_64::*;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::tile::{Column, TileSpec};
 use super::{MR, NR};
@@ -23,7 +24,7 @@ use crate::simd::prefetch;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Avx2 {
     /// Bytes ahead of its loads at which a GEMV weight row asks for its lines (0:
-    /// never); see [`GEMV_AHEAD_AVX512`].
+    /// never); see [`gemv_ahead`].
     gemv_ahead: usize,
 }
 
@@ -32,12 +33,9 @@ impl Avx2 {
     /// supports it.
     #[inline]
     pub(crate) fn new(isa: Isa) -> Option<Avx2> {
-        let gemv_ahead = if isa == Isa::Avx512 {
-            GEMV_AHEAD_AVX512
-        } else {
-            GEMV_AHEAD_AVX2
-        };
-        (isa.has_avx2() && isa.is_supported()).then_some(Avx2 { gemv_ahead })
+        (isa.has_avx2() && isa.is_supported()).then(|| Avx2 {
+            gemv_ahead: gemv_ahead(),
+        })
     }
 
     /// One GEMM micro-tile (see `tile.rs` for the contract).
@@ -393,23 +391,44 @@ fn hsum(v: __m256) -> f32 {
     }
 }
 
-/// How far ahead of its loads a GEMV weight row asks for its cache lines on a core
-/// with AVX-512. The hardware prefetchers follow each row, but every group of rows
-/// starts new streams for them to find. 1 KiB ahead, one software prefetch per line,
-/// each [N, K] row running on into the next group's (Zen 5, session 15, 4096 × 4096
-/// weights, medians in GB/s, a plain streaming read 32–35 in the same runs): f32
-/// [N, K] 33 → 38, f16 [N, K] 28 → 42–46, f32 [K, N] 31–34 → 41. 512 bytes ahead did
-/// not help; 4 KiB, or prefetching the whole next group, slowed the f32 one; stopping
-/// at each row's end cost f16 a quarter.
-const GEMV_AHEAD_AVX512: usize = 1024;
+/// How far ahead of its loads a GEMV weight row asks for its cache lines on this core
+/// (0: never): [`GEMV_AHEAD_ZEN5`] on AMD cores of family 1Ah (Zen 5) and later, none
+/// on every other core, whichever ISA runs. Looked up once per process.
+///
+/// Measured per core, 4096 × 4096 weights, GB/s of weights, alternated builds:
+/// * Zen 5 (session 15, a streaming read 32–35 GB/s in the same runs), none → 1 KiB:
+///   f32 [N, K] 33 → 38, f16 [N, K] 28 → 42–46, f32 [K, N] 31–34 → 41. 512 bytes
+///   ahead did not help; 4 KiB, or prefetching the whole next group, slowed the f32
+///   one; stopping at each row's end cost f16 a quarter.
+/// * Zen 3 (session 23, 11 rounds), none / 256 / 512 / 1024 bytes: f32 [N, K] 21.6 /
+///   21.2 / 20.9 / 16.3, f32 [K, N] 20.2 / 21.2 / 20.9 / 16.7.
+/// * Zen 4 with AVX-512 (session 37, two runs of 3 rounds each, read 31–32),
+///   none / 512 / 1024 / 2048 bytes: f32 [N, K] 30–32 / 28–29 / 22–24 / 20–21,
+///   f16 [N, K] 31–34 / 30 / 26–31 / 23–28, f32 [K, N] 29–31 / 26–27 / 21–23 / 20–21.
+///
+/// A software prefetch into L1 holds one of the core's few L1 miss buffers for a
+/// whole DRAM round trip, which the L2 prefetcher's requests do not; only the Zen 5
+/// gains from it. Other vendors' cores are unmeasured and left to their hardware
+/// prefetchers.
+fn gemv_ahead() -> usize {
+    const UNKNOWN: usize = usize::MAX;
+    static AHEAD: AtomicUsize = AtomicUsize::new(UNKNOWN);
+    match AHEAD.load(Ordering::Relaxed) {
+        UNKNOWN => {
+            let ahead = match crate::isa::amd_family() {
+                Some(family) if family >= 0x1A => GEMV_AHEAD_ZEN5,
+                _ => 0,
+            };
+            AHEAD.store(ahead, Ordering::Relaxed);
+            ahead
+        }
+        ahead => ahead,
+    }
+}
 
-/// The same on a core with AVX2 only: none. On the Zen 3 (session 23, the distances
-/// interleaved in one process, 11 rounds, medians in GB/s) 1 KiB ahead slowed every
-/// GEMV by a fifth (f32 [N, K] 21.6 → 16.3, f32 [K, N] 20.2 → 16.7); 256 and 512
-/// bytes ahead matched no request at all. A software prefetch into L1 holds one of
-/// the core's few L1 miss buffers for a whole DRAM round trip, which the L2
-/// prefetcher's requests do not.
-const GEMV_AHEAD_AVX2: usize = 0;
+/// The GEMV prefetch distance on a Zen 5: 1 KiB, one software prefetch per line,
+/// each [N, K] row running on into the next group's (see [`gemv_ahead`]).
+const GEMV_AHEAD_ZEN5: usize = 1024;
 
 /// Weight values per 64-byte cache line.
 #[inline(always)]
