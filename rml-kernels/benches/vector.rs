@@ -11,7 +11,8 @@
 //!
 //! `cargo bench -p rml-kernels --bench vector -- --output-format bencher` prints
 //! one line per benchmark; `RML_BENCH_QUICK=1` shortens the measurement;
-//! `RML_BENCH_CPU_TIME=1` times by this thread's CPU time (see `common`).
+//! `RML_BENCH_CPU_TIME=1` times by this thread's CPU time (see `common`);
+//! `RML_ISA=avx2` (or another ISA) times that path in place of the best.
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented `pub fn benches`.
 
@@ -32,9 +33,13 @@ const BIG: usize = 16 << 20;
 /// Row length of the row kernels (softmax, norms, reductions).
 const COLS: usize = 1024;
 
-/// The paths to time: (label, ISA, problem size).
+/// The paths to time: (label, ISA, problem size). "best" is the ISA `RML_ISA` names,
+/// else the best this machine supports.
 fn cases() -> Vec<(&'static str, Isa, usize)> {
-    let best = isa::detect();
+    let best = match std::env::var("RML_ISA") {
+        Ok(name) => Isa::parse(&name).expect("RML_ISA names an ISA"),
+        Err(_) => isa::detect(),
+    };
     vec![
         ("l1_scalar", Isa::Scalar, L1),
         ("l1_best", best, L1),

@@ -1053,6 +1053,41 @@ fn bf16_nan_anywhere_widens_as_half_does() {
     });
 }
 
+/// An f32 NaN at any place in a run of ordinary values, signalling or quiet,
+/// narrows to bf16 and f16 as `half` narrows it, and its neighbours exactly: the
+/// vector paths test a pair of vectors for NaN at once and take the NaN handling
+/// only for the pairs that hold one.
+#[test]
+fn f32_nan_anywhere_narrows_as_half_does() {
+    for_each_isa(|isa| {
+        for nan in [0x7f80_0001u32, 0xffc0_8001, 0x7fff_ffff] {
+            // Under Miri every fifth place: still both vectors of each pair.
+            for at in (0..70).step_by(test_len(1, 5)) {
+                let mut src = vec![1.5f32; 70];
+                src[at] = f32::from_bits(nan);
+                let mut b = vec![bf16::ZERO; 70];
+                let mut h = vec![f16::ZERO; 70];
+                convert::f32_to_bf16(&src, &mut b).unwrap();
+                convert::f32_to_f16(&src, &mut h).unwrap();
+                for (i, s) in src.iter().enumerate() {
+                    let isa = isa.name();
+                    let (b, h) = (b[i].to_bits(), h[i].to_bits());
+                    assert_eq!(
+                        b,
+                        bf16::from_f32(*s).to_bits(),
+                        "{isa} bf16: {nan:#x} at {at}, {i}"
+                    );
+                    assert_eq!(
+                        h,
+                        f16::from_f32(*s).to_bits(),
+                        "{isa} f16: {nan:#x} at {at}, {i}"
+                    );
+                }
+            }
+        }
+    });
+}
+
 /// Conversions whose f32 side passes 32 MiB stream their output (x86): bit for bit
 /// what `half` gives, through a head longer than one vector (the u16 output starts
 /// 5 values past a 64-byte boundary), the streamed body and a tail. The narrowed

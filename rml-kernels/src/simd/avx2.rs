@@ -7,7 +7,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{SQRT_HALF_BITS, Simd};
+use super::{QUIET_BIT, SQRT_HALF_BITS, Simd};
 
 /// Eight f32 lanes in a ymm register.
 #[derive(Clone, Copy, Debug)]
@@ -31,10 +31,6 @@ pub(crate) unsafe fn run<R>(f: impl FnOnce() -> R) -> R {
 fn run_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
-
-/// The f32 quiet bit: set in a NaN's bits, it makes the NaN quiet (as `half`
-/// does when it converts one).
-const QUIET_BIT: i32 = 0x40_0000;
 
 /// Eight bfloat16 values at `p` widened exactly (a NaN keeps its bits). They are
 /// loaded into both 128-bit halves of a register (a load, no shuffle), and one

@@ -11,7 +11,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{SQRT_HALF_BITS, Simd, avx2};
+use super::{QUIET_BIT, SQRT_HALF_BITS, Simd, avx2};
 
 /// Sixteen f32 lanes in a zmm register.
 #[derive(Clone, Copy, Debug)]
@@ -59,6 +59,64 @@ fn splat_i32(v: i32) -> __m512i {
 fn lanes_below(n: usize) -> __mmask16 {
     assert!(n <= 16);
     ((1u32 << n) - 1) as __mmask16
+}
+
+/// Sixteen bfloat16 values at `p` widened to f32 bits, NaNs left as they are.
+///
+/// # Safety
+/// 32 bytes at `p` readable; AVX-512F available (module docs).
+#[inline(always)]
+unsafe fn widen_bf16x16(p: *const u16) -> __m512 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        floats(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
+            _mm256_loadu_si256(p.cast()),
+        )))
+    }
+}
+
+/// The lanes where `a` or `b` is NaN.
+#[inline(always)]
+fn unordered(a: __m512, b: __m512) -> __mmask16 {
+    // SAFETY: AVX-512F available (module docs).
+    unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, b) }
+}
+
+/// `v` with the quiet bit set in its NaN lanes, as `half` sets it when it widens
+/// a NaN.
+#[inline(always)]
+fn quieted(v: __m512) -> __m512 {
+    let b = bits(v);
+    // SAFETY: AVX-512F available (module docs).
+    floats(unsafe { _mm512_mask_or_epi32(b, unordered(v, v), b, splat_i32(QUIET_BIT)) })
+}
+
+/// Each lane's f32 bits rounded to nearest even at bit 16, so the high half holds
+/// the bfloat16 bits: add 0x7fff plus the lowest kept bit. The lanes in `nan`
+/// instead keep their bits with the quiet bit set (a NaN's payload could carry
+/// into its sign), so their high halves are the NaN's top bits made quiet, as
+/// `half` narrows.
+#[inline(always)]
+fn bf16_rounded(v: __m512, nan: __mmask16) -> __m512i {
+    let b = bits(v);
+    // SAFETY: AVX-512F available (module docs).
+    unsafe {
+        let lowest_kept = _mm512_and_si512(_mm512_srli_epi32::<16>(b), splat_i32(1));
+        let bias = _mm512_add_epi32(lowest_kept, splat_i32(0x7fff));
+        let rounded = _mm512_add_epi32(b, bias);
+        _mm512_mask_or_epi32(rounded, nan, b, splat_i32(QUIET_BIT))
+    }
+}
+
+/// Stores the high halves of the sixteen lanes of `v` as sixteen u16 at `p`.
+///
+/// # Safety
+/// 32 bytes at `p` writable; AVX-512F available (module docs).
+#[inline(always)]
+unsafe fn store_high_halves(v: __m512i, p: *mut u16) {
+    // SAFETY: the caller's contract. Every shifted lane is below 2^16: the
+    // truncating narrow keeps it exactly.
+    unsafe { _mm256_storeu_si256(p.cast(), _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(v))) }
 }
 
 impl Simd for F32x16 {
@@ -123,37 +181,57 @@ impl Simd for F32x16 {
     #[inline(always)]
     fn load_bf16(s: &[u16]) -> Self {
         assert!(s.len() >= 16);
-        // SAFETY: 32 bytes readable (checked); AVX-512F available (module docs).
-        unsafe {
-            let h = _mm256_loadu_si256(s.as_ptr().cast());
-            let bits = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
-            // NaN inputs come out quiet (the quiet bit set), as `half` does.
-            let abs = _mm512_and_si512(bits, splat_i32(0x7fff_ffff));
-            let nan = _mm512_cmpgt_epi32_mask(abs, splat_i32(0x7f80_0000));
-            F32x16(floats(_mm512_mask_or_epi32(
-                bits,
-                nan,
-                bits,
-                splat_i32(0x0040_0000),
-            )))
+        // SAFETY: 16 values readable (checked).
+        F32x16(quieted(unsafe { widen_bf16x16(s.as_ptr()) }))
+    }
+    #[inline(always)]
+    fn load_bf16_quad(s: &[u16]) -> [Self; 4] {
+        assert!(s.len() >= 64);
+        let p = s.as_ptr();
+        // SAFETY: 64 values readable (checked).
+        let [a, b, c, d] = unsafe {
+            [
+                widen_bf16x16(p),
+                widen_bf16x16(p.add(16)),
+                widen_bf16x16(p.add(32)),
+                widen_bf16x16(p.add(48)),
+            ]
+        };
+        // NaN inputs come out quiet, as `half` does; the usual four vectors hold
+        // none and skip that work (two compares and one mask test for all four).
+        if unordered(a, b) | unordered(c, d) == 0 {
+            return [F32x16(a), F32x16(b), F32x16(c), F32x16(d)];
         }
+        [
+            F32x16(quieted(a)),
+            F32x16(quieted(b)),
+            F32x16(quieted(c)),
+            F32x16(quieted(d)),
+        ]
     }
     #[inline(always)]
     fn store_bf16(self, s: &mut [u16]) {
         assert!(s.len() >= 16);
-        // SAFETY: 32 bytes writable (checked); AVX-512F available (module docs).
+        let rounded = bf16_rounded(self.0, self.is_nan());
+        // SAFETY: 16 values writable (checked).
+        unsafe { store_high_halves(rounded, s.as_mut_ptr()) }
+    }
+    #[inline(always)]
+    fn store_bf16_pair([lo, hi]: [Self; 2], s: &mut [u16]) {
+        assert!(s.len() >= 32);
+        // The usual pair holds no NaN and takes no NaN blend.
+        let (lo, hi) = if unordered(lo.0, hi.0) == 0 {
+            (bf16_rounded(lo.0, 0), bf16_rounded(hi.0, 0))
+        } else {
+            (
+                bf16_rounded(lo.0, lo.is_nan()),
+                bf16_rounded(hi.0, hi.is_nan()),
+            )
+        };
+        // SAFETY: 32 values writable (checked).
         unsafe {
-            let bits = bits(self.0);
-            let abs = _mm512_and_si512(bits, splat_i32(0x7fff_ffff));
-            let nan = _mm512_cmpgt_epi32_mask(abs, splat_i32(0x7f80_0000));
-            // Round to nearest even: add 0x7fff plus the lowest kept bit.
-            let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), splat_i32(1));
-            let bias = _mm512_add_epi32(lsb, splat_i32(0x7fff));
-            let rounded = _mm512_srli_epi32::<16>(_mm512_add_epi32(bits, bias));
-            let quiet = _mm512_or_si512(_mm512_srli_epi32::<16>(bits), splat_i32(0x40));
-            let out = _mm512_mask_blend_epi32(nan, rounded, quiet);
-            // Every lane is below 2^16: the truncating narrow keeps it exactly.
-            _mm256_storeu_si256(s.as_mut_ptr().cast(), _mm512_cvtepi32_epi16(out));
+            store_high_halves(lo, s.as_mut_ptr());
+            store_high_halves(hi, s.as_mut_ptr().add(16));
         }
     }
     #[inline(always)]

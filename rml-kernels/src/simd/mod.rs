@@ -262,6 +262,11 @@ pub(crate) trait Simd: Copy {
     }
 }
 
+/// The f32 quiet bit: set in a NaN's bits, it makes the NaN quiet (as `half`
+/// does when it converts one).
+#[cfg(target_arch = "x86_64")]
+pub(crate) const QUIET_BIT: i32 = 0x40_0000;
+
 /// The bits of the f32 just below `√½` (0.70710677): `exponent_mantissa` subtracts
 /// them so the mantissa lands in `[√½, √2)` and the exponent borrows as needed.
 pub(crate) const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
