@@ -21,7 +21,8 @@ pub enum Isa {
     /// aarch64 Advanced SIMD (baseline on aarch64).
     Neon = 3,
     /// x86_64 AVX2 level plus AVX-512F: the f32 GEMM micro-kernel keeps its tile in
-    /// zmm registers; every other kernel is the AVX2 one.
+    /// zmm registers and the vector kernels run on zmm; every other kernel is the
+    /// AVX2 one.
     Avx512 = 4,
 }
 

@@ -80,7 +80,7 @@ pub(crate) trait Simd: Copy {
     /// on the 16-bit values of each whole register and then widens it into two,
     /// about half the operations; AVX2 widens each eight with one byte shuffle
     /// and quiets NaNs only when one of the four vectors (a cache line of
-    /// bfloat16) holds one.
+    /// bfloat16) holds one, as AVX-512 does for its four (two lines).
     #[inline(always)]
     fn load_bf16_quad(s: &[u16]) -> [Self; 4] {
         let l = Self::LANES;
@@ -95,8 +95,8 @@ pub(crate) trait Simd: Copy {
     fn store_bf16(self, s: &mut [u16]);
     /// Narrows two vectors to bfloat16 and stores the `2 · LANES` values in
     /// order: two [`Simd::store_bf16`] by default; AVX2 gathers both vectors'
-    /// halves with two byte shuffles and one reorder into one store, and skips
-    /// the NaN handling when neither vector holds a NaN.
+    /// halves with two byte shuffles and one reorder into one store; AVX2 and
+    /// AVX-512 skip the NaN handling when neither vector holds a NaN.
     #[inline(always)]
     fn store_bf16_pair([lo, hi]: [Self; 2], s: &mut [u16]) {
         lo.store_bf16(s);
