@@ -1,7 +1,7 @@
 //! Vectorized transcendental functions on f32: exp, log, tanh, sigmoid, erf, GELU
 //! (erf and tanh forms), SiLU and softplus.
 //!
-//! Every function is one branch-free algorithm written over [`crate::simd::Simd`],
+//! Every function is one branch-free algorithm written over `crate::simd::Simd`,
 //! so the AVX2, NEON and scalar paths compute the same formulas (the scalar path
 //! rounds `a * b + c` twice where the others fuse it), except erf, GELU, softplus
 //! and tanh, which have table-driven forms for the ISAs whose eight-entry table

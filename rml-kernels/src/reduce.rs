@@ -616,7 +616,7 @@ fn check_whole_rows(x: &[f32], cols: usize, rows: usize) -> Result<()> {
 /// passes as rml-core's normalizations take them: the mean is the in-order f64 sum
 /// divided by `cols`, the variance the in-order f64 sum of `(v − mean)²` divided
 /// by `cols`, so the bits equal rml-core's whatever the ISA (four rows side by
-/// side, [`Simd::sum4_rows_f64`](crate::simd::Simd) and `sum4_sq_dev_rows_f64`).
+/// side, `Simd::sum4_rows_f64` and `sum4_sq_dev_rows_f64`).
 ///
 /// `cols` must be positive and `x` hold exactly `out.len() * cols` values
 /// ([`Error::LengthMismatch`]).
@@ -645,7 +645,7 @@ pub fn moments_rows_f64(x: &[f32], cols: usize, out: &mut [[f64; 2]]) -> Result<
 /// `out[j]` = the f64 sum of row `j` of `x` (`cols` values), adding its values in
 /// order from `-0.0` and rounding to f32 once (divided by `cols` first when
 /// `mean`): the bits of rml-core's `reduce_sum`/`reduce_mean` over a last axis,
-/// four rows side by side ([`Simd::sum4_rows_f64`](crate::simd::Simd)).
+/// four rows side by side (`Simd::sum4_rows_f64`).
 ///
 /// `cols` must be positive and `x` hold exactly `out.len() * cols` values
 /// ([`Error::LengthMismatch`]).

@@ -4,7 +4,7 @@
 //!
 //! Three passes over each row (max; exponentials and their sum; scaling), the
 //! last two on data a row-sized working set keeps in cache. An output too big to
-//! stay cached ([`streams_out`]) with rows of at most [`SCRATCH_COLS`] values
+//! stay cached (`streams_out`) with rows of at most `SCRATCH_COLS` values
 //! keeps each row's exponentials in a stack buffer and writes the output once,
 //! past the caches. A row containing NaN or `+inf` gives NaN; a row of all `-inf`
 //! gives NaN (0/0), as in PyTorch. The maximum skips NaN (one `maxps` per vector

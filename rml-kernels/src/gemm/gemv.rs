@@ -223,7 +223,7 @@ fn nk_passes(mg: usize) -> impl Iterator<Item = (usize, usize)> {
 /// per output, as stored by PyTorch `Linear` and LLM checkpoints), `y` is `m × n`.
 /// `x` and `w` need unit column stride. Each weight row is read from memory once per
 /// group of [`SMALL_M`] x rows, at memory bandwidth (seven or eight rows read it a
-/// second time from L2, see [`NK_PASS_MAX_M`]).
+/// second time from L2, see `NK_PASS_MAX_M`).
 pub fn gemv_nk<T: Weight>(
     alpha: f32,
     x: MatRef<'_, f32>,
