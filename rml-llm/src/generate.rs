@@ -25,7 +25,7 @@
 //!   chat reply ended with an end-of-turn token, the next turn's prompt only needs the
 //!   text that follows it. [`Session::reset`] forgets everything.
 //! * **Allocation.** The loop allocates nothing per token beyond what the tokenizer's
-//!   [`DecodeStream`](crate::tokenizer::DecodeStream) needs to turn an id into text
+//!   [`DecodeStream`] needs to turn an id into text
 //!   (one `String` per decoded chunk) and the returned token list, which is reserved up
 //!   front for the remaining context. The model call uses the session's workspace; the
 //!   shown-text buffer is reused. Running the workspace on a thread pool spawns tasks

@@ -26,14 +26,14 @@
 //! Penalties work: the target's window receives each emitted token before the next
 //! row is processed, and the draft's window is copied from it every round. Stop
 //! handling, the context policy and continuation are those of
-//! [`Session`](crate::Session): the same [`Emitter`] runs over every emitted token,
+//! [`Session`]: the same `Emitter` runs over every emitted token,
 //! and `k` shrinks near the end of the context or of the token budget.
 //!
 //! **Cancellation.** A flag ([`SpeculativeSession::set_cancel`]) is checked before
 //! each prefill chunk of either model, before each draft step and before each
 //! verification call. Set before the first token is emitted, the call is undone (the
 //! caches, the sequence and the sampler are as before it) and returns
-//! [`StopReason::Cancelled`] with no token, as [`Session`](crate::Session) does for a
+//! [`StopReason::Cancelled`] with no token, as [`Session`] does for a
 //! cancelled prompt; set later, the round stops there and the call returns the tokens
 //! emitted so far with [`StopReason::Cancelled`], the caches cut back to them, so the
 //! next call continues as after any other stop.

@@ -1,6 +1,6 @@
 //! Materializing layout ops, for any element type: [`copy`] (a strided view made
-//! dense, which is how a transpose or permute is materialized), [`concat`],
-//! [`split`], [`slice`] with NumPy semantics (negative bounds and steps), [`gather`]
+//! dense, which is how a transpose or permute is materialized), [`concat()`],
+//! [`split`], [`slice()`] with NumPy semantics (negative bounds and steps), [`gather`]
 //! along an axis (an embedding lookup is a gather on axis 0) and [`pad`] with
 //! constant, reflect, edge and wrap modes.
 //!

@@ -137,7 +137,7 @@ impl Executor {
     }
 
     /// Sets the least estimated work (picoseconds) per chunk for a step to be split
-    /// across threads (default [`MIN_CHUNK_PS`]). `0` splits every step that has
+    /// across threads (default `MIN_CHUNK_PS`). `0` splits every step that has
     /// more than one item into one chunk per thread: tests use it to check that
     /// results do not depend on the thread count on graphs too small to split.
     pub fn set_min_chunk_ps(&mut self, ps: usize) {
