@@ -104,10 +104,28 @@ fn avx512f_supported() -> bool {
 /// The CPU family of an AMD processor as `cpuid` reports it (0x17: Zen 2, 0x19: Zen 3
 /// and Zen 4, 0x1A: Zen 5); `None` on other vendors, and under Miri, which runs no
 /// `cpuid`. For tuning that differs between cores of one ISA (the GEMV prefetch
-/// distance); callers cache what they derive from it, since a virtual machine's
-/// `cpuid` traps to the hypervisor.
+/// distance). Read once and cached: a virtual machine's `cpuid` traps to the
+/// hypervisor.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn amd_family() -> Option<u32> {
+    use core::sync::atomic::AtomicU32;
+    /// `UNREAD` until the first call; then the family, or 0 for none.
+    const UNREAD: u32 = u32::MAX;
+    static FAMILY: AtomicU32 = AtomicU32::new(UNREAD);
+    let family = match FAMILY.load(Ordering::Relaxed) {
+        UNREAD => {
+            let family = read_amd_family().unwrap_or(0);
+            FAMILY.store(family, Ordering::Relaxed);
+            family
+        }
+        family => family,
+    };
+    (family != 0).then_some(family)
+}
+
+/// [`amd_family`] read from `cpuid`, uncached.
+#[cfg(target_arch = "x86_64")]
+fn read_amd_family() -> Option<u32> {
     use core::arch::x86_64::__cpuid;
     if cfg!(miri) {
         return None;

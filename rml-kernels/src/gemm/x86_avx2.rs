@@ -12,7 +12,6 @@
 //! FMA pipes). Ragged columns use masked loads/stores, so edges need no copies.
 
 use core::arch::x86_64::*;
-use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::tile::{Column, TileSpec};
 use super::{MR, NR};
@@ -393,7 +392,7 @@ fn hsum(v: __m256) -> f32 {
 
 /// How far ahead of its loads a GEMV weight row asks for its cache lines on this core
 /// (0: never): [`GEMV_AHEAD_ZEN5`] on AMD cores of family 1Ah (Zen 5) and later, none
-/// on every other core, whichever ISA runs. Looked up once per process.
+/// on every other core, whichever ISA runs.
 ///
 /// Measured per core, 4096 × 4096 weights, GB/s of weights, alternated builds:
 /// * Zen 5 (session 15, a streaming read 32–35 GB/s in the same runs), none → 1 KiB:
@@ -411,18 +410,9 @@ fn hsum(v: __m256) -> f32 {
 /// gains from it. Other vendors' cores are unmeasured and left to their hardware
 /// prefetchers.
 fn gemv_ahead() -> usize {
-    const UNKNOWN: usize = usize::MAX;
-    static AHEAD: AtomicUsize = AtomicUsize::new(UNKNOWN);
-    match AHEAD.load(Ordering::Relaxed) {
-        UNKNOWN => {
-            let ahead = match crate::isa::amd_family() {
-                Some(family) if family >= 0x1A => GEMV_AHEAD_ZEN5,
-                _ => 0,
-            };
-            AHEAD.store(ahead, Ordering::Relaxed);
-            ahead
-        }
-        ahead => ahead,
+    match crate::isa::amd_family() {
+        Some(family) if family >= 0x1A => GEMV_AHEAD_ZEN5,
+        _ => 0,
     }
 }
 

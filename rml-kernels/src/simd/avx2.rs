@@ -242,13 +242,9 @@ impl Simd for F32x8 {
     #[inline(always)]
     fn load_bf16(s: &[u16]) -> Self {
         assert!(s.len() >= 8);
-        // SAFETY: 16 bytes readable (checked); AVX2 available (module docs).
-        unsafe {
-            let h = _mm_loadu_si128(s.as_ptr().cast());
-            let bits = _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h));
-            // NaN inputs come out quiet (the quiet bit set), as `half` does.
-            F32x8(quieted(_mm256_castsi256_ps(bits)))
-        }
+        // NaN inputs come out quiet (the quiet bit set), as `half` does.
+        // SAFETY: 8 values readable (checked).
+        F32x8(quieted(unsafe { widen_bf16x8(s.as_ptr()) }))
     }
     #[inline(always)]
     fn load_bf16_quad(s: &[u16]) -> [Self; 4] {
@@ -271,7 +267,12 @@ impl Simd for F32x8 {
         if !any_lane(or(unordered(a, b), unordered(c, d))) {
             return [F32x8(a), F32x8(b), F32x8(c), F32x8(d)];
         }
-        [quieted(a), quieted(b), quieted(c), quieted(d)].map(F32x8)
+        [
+            F32x8(quieted(a)),
+            F32x8(quieted(b)),
+            F32x8(quieted(c)),
+            F32x8(quieted(d)),
+        ]
     }
     #[inline(always)]
     fn store_bf16(self, s: &mut [u16]) {
