@@ -20,9 +20,9 @@ pub enum Isa {
     Avx2 = 2,
     /// aarch64 Advanced SIMD (baseline on aarch64).
     Neon = 3,
-    /// x86_64 AVX2 level plus AVX-512F: the f32 GEMM micro-kernel keeps its tile in
-    /// zmm registers and the vector kernels run on zmm; every other kernel is the
-    /// AVX2 one.
+    /// x86_64 AVX2 level plus AVX-512F and AVX-512VL: the f32 GEMM micro-kernel keeps
+    /// its tile in zmm registers, the vector kernels run on zmm, and the [N, K] GEMV
+    /// runs the AVX2 loop on 32 ymm registers; every other kernel is the AVX2 one.
     Avx512 = 4,
 }
 
@@ -56,7 +56,7 @@ impl Isa {
             Isa::Scalar => true,
             Isa::Avx2 => avx2_supported(),
             Isa::Neon => cfg!(all(target_arch = "aarch64", target_feature = "neon")),
-            Isa::Avx512 => avx2_supported() && avx512f_supported(),
+            Isa::Avx512 => avx2_supported() && avx512_supported(),
         }
     }
 
@@ -92,13 +92,17 @@ fn avx2_supported() -> bool {
 }
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
-fn avx512f_supported() -> bool {
-    std::is_x86_feature_detected!("avx512f")
+fn avx512_supported() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl")
 }
 
 #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
-fn avx512f_supported() -> bool {
-    cfg!(all(target_arch = "x86_64", target_feature = "avx512f"))
+fn avx512_supported() -> bool {
+    cfg!(all(
+        target_arch = "x86_64",
+        target_feature = "avx512f",
+        target_feature = "avx512vl"
+    ))
 }
 
 /// The CPU family of an AMD processor as `cpuid` reports it (0x17: Zen 2, 0x19: Zen 3

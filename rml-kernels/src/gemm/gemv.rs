@@ -130,7 +130,7 @@ fn nk_call<T: Weight>(kern: Kernel, d: &NkSpec, x: &[f32], w: &[T], y: &mut [f32
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx2(k) => by_weight!(T, k, gemv_nk, d, x, w, y),
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512(k) => by_weight!(T, k.avx2(), gemv_nk, d, x, w, y),
+        Kernel::Avx512(k) => by_weight!(T, k, gemv_nk, d, x, w, y),
         #[cfg(target_arch = "aarch64")]
         Kernel::Neon(k) => by_weight!(T, k, gemv_nk, d, x, w, y),
         _ => nk_scalar(d, x, w, y),

@@ -24,7 +24,7 @@ use crate::simd::prefetch;
 pub(crate) struct Avx2 {
     /// Bytes ahead of its loads at which a GEMV weight row asks for its lines (0:
     /// never); see [`gemv_ahead`].
-    gemv_ahead: usize,
+    pub(super) gemv_ahead: usize,
 }
 
 impl Avx2 {
@@ -380,7 +380,7 @@ impl Load8 for half::bf16 {
 }
 
 #[inline(always)]
-fn hsum(v: __m256) -> f32 {
+pub(super) fn hsum(v: __m256) -> f32 {
     // SAFETY: only called from AVX2 functions (inlined into them).
     unsafe {
         let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
@@ -422,7 +422,7 @@ const GEMV_AHEAD_ZEN5: usize = 1024;
 
 /// Weight values per 64-byte cache line.
 #[inline(always)]
-const fn weights_per_line<W>() -> usize {
+pub(super) const fn weights_per_line<W>() -> usize {
     64 / core::mem::size_of::<W>()
 }
 
@@ -432,7 +432,7 @@ const fn weights_per_line<W>() -> usize {
 /// weights), or stops when `next` is `None` (a [K, N] chunk, whose row goes on into
 /// columns another thread may be reading).
 #[inline(always)]
-fn prefetch_rows_ahead<W, const R: usize>(
+pub(super) fn prefetch_rows_ahead<W, const R: usize>(
     rows: &[*const W; R],
     p: usize,
     len: usize,
@@ -453,70 +453,87 @@ fn prefetch_rows_ahead<W, const R: usize>(
     }
 }
 
-/// GEMV over [N, K] weights: `R` weight rows at a time against `M` rows of x.
-///
-/// # Safety
-/// AVX2+FMA+F16C available; extents checked by `NkSpec::assert_fits`, `d.m == M`.
-#[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
-#[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
-unsafe fn nk_rows<W: Load8, const M: usize, const R: usize>(
-    d: &super::gemv::NkSpec,
-    x: *const f32,
-    w: *const W,
-    y: *mut f32,
-    ahead: usize,
-) {
-    let k8 = d.k - d.k % 8;
-    let mut j = 0;
-    while j < d.n {
-        let r_here = R.min(d.n - j);
-        let mut acc = [[_mm256_setzero_ps(); R]; M];
-        let mut wr = [w; R];
-        for (r, p) in wr.iter_mut().enumerate() {
-            // Rows past `n` reuse the last valid row (computed, then discarded).
-            *p = w.wrapping_add((j + r.min(r_here - 1)) * d.rs_w);
-        }
-        let mut p = 0;
-        while p < k8 {
-            if p % weights_per_line::<W>() == 0 {
-                prefetch_rows_ahead(&wr, p, d.k, Some(R * d.rs_w), ahead);
-            }
-            let mut wv = [_mm256_setzero_ps(); R];
-            for r in 0..R {
-                // SAFETY: row `j + min(r, r_here-1) < n`, columns `p..p+8 ≤ k`.
-                wv[r] = unsafe { W::load8(wr[r].add(p)) };
-            }
-            for (i, acc_i) in acc.iter_mut().enumerate() {
-                // SAFETY: x row `i < m`, columns `p..p+8 ≤ k`.
-                let xv = unsafe { _mm256_loadu_ps(x.add(i * d.rs_x + p)) };
-                for r in 0..R {
-                    acc_i[r] = _mm256_fmadd_ps(xv, wv[r], acc_i[r]);
+/// Defines an [N, K] GEMV kernel `$name`: `R` weight rows at a time against `M` rows
+/// of x, `M × R` ymm accumulators. A macro so that one loop compiles twice: for
+/// AVX2's 16 ymm registers ([`nk_rows`]), and with AVX-512VL, whose EVEX encoding
+/// gives the same ymm instructions 32 registers and so room for more weight rows per
+/// x row (`x86_avx512::nk_rows_evex`). Paths in the body resolve from the `gemm`
+/// submodule that invokes it.
+macro_rules! nk_rows_kernel {
+    ($(#[$attr:meta])* $name:ident) => {
+        $(#[$attr])*
+        unsafe fn $name<W: super::x86_avx2::Load8, const M: usize, const R: usize>(
+            d: &super::gemv::NkSpec,
+            x: *const f32,
+            w: *const W,
+            y: *mut f32,
+            ahead: usize,
+        ) {
+            use super::x86_avx2::{hsum, prefetch_rows_ahead, weights_per_line};
+            let k8 = d.k - d.k % 8;
+            let mut j = 0;
+            while j < d.n {
+                let r_here = R.min(d.n - j);
+                let mut acc = [[_mm256_setzero_ps(); R]; M];
+                let mut wr = [w; R];
+                for (r, p) in wr.iter_mut().enumerate() {
+                    // Rows past `n` reuse the last valid row (computed, then discarded).
+                    *p = w.wrapping_add((j + r.min(r_here - 1)) * d.rs_w);
                 }
-            }
-            p += 8;
-        }
-        for (i, acc_i) in acc.iter().enumerate() {
-            for (r, acc_ir) in acc_i.iter().enumerate().take(r_here) {
-                let mut s = hsum(*acc_ir);
-                for q in k8..d.k {
-                    // SAFETY: in-bounds tail elements of x row `i` and weight row `j+r`.
-                    s += unsafe { *x.add(i * d.rs_x + q) * (*wr[r].add(q)).to_f32() };
+                let mut p = 0;
+                while p < k8 {
+                    if p % weights_per_line::<W>() == 0 {
+                        prefetch_rows_ahead(&wr, p, d.k, Some(R * d.rs_w), ahead);
+                    }
+                    let mut wv = [_mm256_setzero_ps(); R];
+                    for r in 0..R {
+                        // SAFETY: row `j + min(r, r_here-1) < n`, columns `p..p+8 ≤ k`.
+                        wv[r] = unsafe { W::load8(wr[r].add(p)) };
+                    }
+                    for (i, acc_i) in acc.iter_mut().enumerate() {
+                        // SAFETY: x row `i < m`, columns `p..p+8 ≤ k`.
+                        let xv = unsafe { _mm256_loadu_ps(x.add(i * d.rs_x + p)) };
+                        for r in 0..R {
+                            acc_i[r] = _mm256_fmadd_ps(xv, wv[r], acc_i[r]);
+                        }
+                    }
+                    p += 8;
                 }
-                // SAFETY: output `(i, j + r)` with `i < m`, `j + r < n` is in bounds.
-                let yp = unsafe { y.add(i * d.rs_y + (j + r) * d.cs_y) };
-                // SAFETY: as above.
-                unsafe {
-                    *yp = if d.beta == 0.0 {
-                        d.alpha * s
-                    } else {
-                        d.alpha * s + d.beta * *yp
-                    };
+                for (i, acc_i) in acc.iter().enumerate() {
+                    for (r, acc_ir) in acc_i.iter().enumerate().take(r_here) {
+                        let mut s = hsum(*acc_ir);
+                        for q in k8..d.k {
+                            // SAFETY: in-bounds tail elements of x row `i` and weight row `j+r`.
+                            s += unsafe { *x.add(i * d.rs_x + q) * (*wr[r].add(q)).to_f32() };
+                        }
+                        // SAFETY: output `(i, j + r)` with `i < m`, `j + r < n` is in bounds.
+                        let yp = unsafe { y.add(i * d.rs_y + (j + r) * d.cs_y) };
+                        // SAFETY: as above.
+                        unsafe {
+                            *yp = if d.beta == 0.0 {
+                                d.alpha * s
+                            } else {
+                                d.alpha * s + d.beta * *yp
+                            };
+                        }
+                    }
                 }
+                j += R;
             }
         }
-        j += R;
-    }
+    };
 }
+pub(super) use nk_rows_kernel;
+
+nk_rows_kernel!(
+    /// GEMV over [N, K] weights on AVX2's 16 registers (see [`nk_rows_kernel`]).
+    ///
+    /// # Safety
+    /// AVX2+FMA+F16C available; extents checked by `NkSpec::assert_fits`, `d.m == M`.
+    #[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
+    #[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
+    nk_rows
+);
 
 /// GEMV over [K, N] weights, one dense column chunk of y (see `Avx2::gemv_kn`): `G`
 /// B rows stream at once (eight sequential read streams keep enough cache-line

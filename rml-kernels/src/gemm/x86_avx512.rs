@@ -1,5 +1,5 @@
-//! AVX-512F GEMM micro-kernel: a `MR × 32` tile over two adjacent `NR = 16` B
-//! micro-panels.
+//! AVX-512 kernels: the f32 GEMM micro-kernel, a `MR × 32` tile over two adjacent
+//! `NR = 16` B micro-panels, and the [N, K] GEMV on 32 registers.
 //!
 //! The packed layout stays the one of every ISA (`MR = 6`, `NR = 16`), so weights
 //! pre-packed at load run here unchanged: one zmm register holds a whole B panel row,
@@ -10,20 +10,24 @@
 //! element is one FMA chain down K, as in the AVX2 kernel, so the two give the same
 //! bits. Ragged tiles (fewer than 32 columns left, a strided C) go to the AVX2 kernel.
 //!
-//! Like `x86_avx2`, the kernel is an `unsafe` `#[target_feature]` function behind a
-//! safe method of [`Avx512`], a token that exists only when the CPU runs AVX-512F on
-//! top of the AVX2 level; the method checks every extent first. Miri runs none of it
+//! The [N, K] GEMV is the AVX2 loop (`x86_avx2::nk_rows_kernel`) compiled with
+//! AVX-512VL: the same ymm instructions, EVEX-encoded, reach 32 registers, so each x
+//! row meets more weight rows per step ([`nk_rows_evex`]).
+//!
+//! Like `x86_avx2`, each kernel is an `unsafe` `#[target_feature]` function behind a
+//! safe method of [`Avx512`], a token that exists only when the CPU runs AVX-512F and
+//! AVX-512VL on top of the AVX2 level; the methods check every extent first. Miri runs none of it
 //! (its builds do not enable AVX-512F, so the ISA is never supported there).
 
 use core::arch::x86_64::*;
 
 use super::tile::TileSpec;
-use super::x86_avx2::{Avx2, k_steps, prefetch_c_rows, strides};
+use super::x86_avx2::{Avx2, Load8, k_steps, nk_rows_kernel, prefetch_c_rows, strides};
 use super::{MR, NR};
 use crate::isa::Isa;
 
-/// Proof that this CPU runs AVX-512F, with the AVX2 level's token for everything
-/// else.
+/// Proof that this CPU runs AVX-512F and AVX-512VL, with the AVX2 level's token for
+/// everything else.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Avx512(Avx2);
 
@@ -41,6 +45,34 @@ impl Avx512 {
     #[inline]
     pub(crate) fn avx2(self) -> Avx2 {
         self.0
+    }
+
+    /// [`Avx2::gemv_nk`] with twice the registers: per x row, as many weight rows at
+    /// a time as fill about 24 accumulators (see [`nk_rows_evex`]).
+    pub(crate) fn gemv_nk<W: Load8>(
+        self,
+        d: &super::gemv::NkSpec,
+        x: &[f32],
+        w: &[W],
+        y: &mut [f32],
+    ) {
+        d.assert_fits(x.len(), w.len(), y.len());
+        let ahead = self.0.gemv_ahead;
+        let (x, w, y) = (x.as_ptr(), w.as_ptr(), y.as_mut_ptr());
+        // SAFETY: the token proves AVX2+FMA+F16C and AVX-512F+VL; `assert_fits` proved
+        // every x, w and y element addressed by the spec lies in its slice.
+        unsafe {
+            match d.m {
+                1 => nk_rows_evex::<W, 1, 8>(d, x, w, y, ahead),
+                2 => nk_rows_evex::<W, 2, 8>(d, x, w, y, ahead),
+                3 => nk_rows_evex::<W, 3, 6>(d, x, w, y, ahead),
+                4 => nk_rows_evex::<W, 4, 6>(d, x, w, y, ahead),
+                5 => nk_rows_evex::<W, 5, 4>(d, x, w, y, ahead),
+                6 => nk_rows_evex::<W, 6, 4>(d, x, w, y, ahead),
+                7 => nk_rows_evex::<W, 7, 3>(d, x, w, y, ahead),
+                _ => nk_rows_evex::<W, 8, 3>(d, x, w, y, ahead),
+            }
+        }
     }
 
     /// Two side-by-side full tiles (see [`TileSpec::assert_fits_pair`]): columns
@@ -131,3 +163,25 @@ unsafe fn pair_mr<const M: usize, const PACKED: bool>(
         }
     }
 }
+
+nk_rows_kernel!(
+    /// The [N, K] GEMV loop with AVX-512VL's 32 ymm registers: `M × R` accumulators
+    /// plus `R` weight vectors and one x vector. [`Avx512::gemv_nk`] takes eight weight
+    /// rows for one or two x rows, six for three or four, four for five or six: about
+    /// 24 accumulators, against 8, 4, 4, 3, 2, 2 weight rows on AVX2's 16 registers:
+    /// more weight rows stream at once (one x row reads 20–23 GB/s with four weight
+    /// rows, 30 with eight, session 37) and each x load serves more of them. Zen 4,
+    /// 4096 × 4096 f32 weights, GFLOP/s, three runs of five rounds alternated with the
+    /// AVX2 build (session 38): 2 x rows 19.8–21.2 → 26.4–26.8, 3 rows 27.7–31.0 →
+    /// 33.2–34.0, 4 rows 31.8–33.1 → 39.9–46.3, 5 rows 30.8–31.3 → 43.7–47.6, 6 rows
+    /// 34.1–34.7 → 47.7–50.9, 7 rows (two passes) 34.1–36.2 → 51.6–53.0, 8 rows (two
+    /// passes of four) 41.4–45.3 → 51.8–54.0; one row unchanged (29.4–30.8 → 30.4–30.6).
+    /// Twelve weight rows for one x row and ten for two were no faster; eight x rows
+    /// in one pass of three weight rows were slower (42–44).
+    ///
+    /// # Safety
+    /// AVX2+FMA+F16C and AVX-512F+VL available; extents checked by
+    /// `NkSpec::assert_fits`, `d.m == M`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+    nk_rows_evex
+);
