@@ -142,7 +142,7 @@ fn kn_call<T: Weight>(kern: Kernel, d: &KnSpec, x: &[f32], b: &[T], y: &mut [f32
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx2(k) => by_weight!(T, k, gemv_kn, d, x, b, y),
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512(k) => by_weight!(T, k.avx2(), gemv_kn, d, x, b, y),
+        Kernel::Avx512(k) => by_weight!(T, k, gemv_kn, d, x, b, y),
         #[cfg(target_arch = "aarch64")]
         Kernel::Neon(k) => by_weight!(T, k, gemv_kn, d, x, b, y),
         _ => kn_scalar(d, x, b, y),

@@ -535,100 +535,116 @@ nk_rows_kernel!(
     nk_rows
 );
 
-/// GEMV over [K, N] weights, one dense column chunk of y (see `Avx2::gemv_kn`): `G`
-/// B rows stream at once (eight sequential read streams keep enough cache-line
-/// requests in flight), each y vector is loaded and stored once per `G` rows.
-/// Two to four x rows take four B rows at a time: y rows a multiple of 4 KiB apart
-/// then share their L1 set with the B rows' lines, and y rows beside eight B rows
-/// overflow its eight ways. Zen 3, 4096 × 4096, GFLOP/s in alternated builds: 4 x
-/// rows 17–19 with eight, 22–31 with four (as fast as with unaliased y rows); 2 x
-/// rows 15–20 with eight, 19–24 with four (as fast as the [N, K] kernel in the same
-/// runs, which eight were 0.76–0.81× of); one row and 5–8 rows gained nothing.
-///
-/// # Safety
-/// AVX2+FMA+F16C available; extents checked by `KnSpec::assert_fits`, `d.m == M`.
-#[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
-#[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
-unsafe fn kn_chunk_m<W: Load8, const M: usize, const G: usize>(
-    d: &super::gemv::KnSpec,
-    x: *const f32,
-    b: *const W,
-    yb: *mut f32,
-    ahead: usize,
-) {
-    let cw8 = d.cw - d.cw % 8;
-    let kg = d.k - d.k % G;
-    let mut p = 0;
-    while p < d.k {
-        let rows = if p < kg { G } else { 1 };
-        let mut br = [b; G];
-        let mut xa = [[_mm256_setzero_ps(); G]; M];
-        for r in 0..rows {
-            br[r] = b.wrapping_add((p + r) * d.rs_b);
-            for (i, xa_i) in xa.iter_mut().enumerate() {
-                // SAFETY: x row `i < m`, column `p + r < k`.
-                xa_i[r] = _mm256_set1_ps(d.alpha * unsafe { *x.add(i * d.rs_x + p + r) });
-            }
-        }
-        let mut j = 0;
-        while j < cw8 {
-            // SAFETY: rows `p..p+rows ≤ k`, columns `j..j+8 ≤ cw` of B and of each y row
-            // are in bounds; rows past `rows` are never dereferenced.
-            unsafe {
-                if rows == G {
-                    if j % weights_per_line::<W>() == 0 {
-                        prefetch_rows_ahead(&br, j, d.cw, None, ahead);
+/// Defines a [K, N] GEMV kernel `$name` over one dense column chunk of y (see
+/// `Avx2::gemv_kn`): `G` B rows stream at once (eight sequential read streams keep
+/// enough cache-line requests in flight), each y vector is loaded and stored once per
+/// `G` rows. Compiled twice, as [`nk_rows_kernel`] is: for AVX2's 16 registers
+/// ([`kn_chunk_m`]) and with AVX-512VL's 32 (`x86_avx512::kn_chunk_evex`).
+macro_rules! kn_chunk_kernel {
+    ($(#[$attr:meta])* $name:ident) => {
+        $(#[$attr])*
+        unsafe fn $name<W: super::x86_avx2::Load8, const M: usize, const G: usize>(
+            d: &super::gemv::KnSpec,
+            x: *const f32,
+            b: *const W,
+            yb: *mut f32,
+            ahead: usize,
+        ) {
+            use super::x86_avx2::{prefetch_rows_ahead, weights_per_line};
+            let cw8 = d.cw - d.cw % 8;
+            let kg = d.k - d.k % G;
+            let mut p = 0;
+            while p < d.k {
+                let rows = if p < kg { G } else { 1 };
+                let mut br = [b; G];
+                let mut xa = [[_mm256_setzero_ps(); G]; M];
+                for r in 0..rows {
+                    br[r] = b.wrapping_add((p + r) * d.rs_b);
+                    for (i, xa_i) in xa.iter_mut().enumerate() {
+                        // SAFETY: x row `i < m`, column `p + r < k`.
+                        xa_i[r] = _mm256_set1_ps(d.alpha * unsafe { *x.add(i * d.rs_x + p + r) });
                     }
-                    let mut wv = [_mm256_setzero_ps(); G];
-                    for r in 0..G {
-                        wv[r] = W::load8(br[r].add(j));
-                    }
-                    // Every y row's vector is loaded before any is stored: a load
-                    // after the store to the row above would wait for it whenever
-                    // the rows lie a multiple of 4 KiB apart ("4K aliasing").
-                    let mut yv = [_mm256_setzero_ps(); M];
-                    for (i, v) in yv.iter_mut().enumerate() {
-                        *v = _mm256_loadu_ps(yb.add(i * d.rs_y + j));
-                    }
-                    for (i, xa_i) in xa.iter().enumerate() {
-                        let yp = yb.add(i * d.rs_y + j);
-                        // Two FMA chains of four instead of one of eight.
-                        let mut acc0 = yv[i];
-                        let mut acc1 = _mm256_mul_ps(xa_i[1], wv[1]);
-                        for r in (0..G).step_by(2) {
-                            acc0 = _mm256_fmadd_ps(xa_i[r], wv[r], acc0);
-                            if r > 0 {
-                                acc1 = _mm256_fmadd_ps(xa_i[r + 1], wv[r + 1], acc1);
+                }
+                let mut j = 0;
+                while j < cw8 {
+                    // SAFETY: rows `p..p+rows ≤ k`, columns `j..j+8 ≤ cw` of B and of each y row
+                    // are in bounds; rows past `rows` are never dereferenced.
+                    unsafe {
+                        if rows == G {
+                            if j % weights_per_line::<W>() == 0 {
+                                prefetch_rows_ahead(&br, j, d.cw, None, ahead);
+                            }
+                            let mut wv = [_mm256_setzero_ps(); G];
+                            for r in 0..G {
+                                wv[r] = W::load8(br[r].add(j));
+                            }
+                            // Every y row's vector is loaded before any is stored: a load
+                            // after the store to the row above would wait for it whenever
+                            // the rows lie a multiple of 4 KiB apart ("4K aliasing").
+                            let mut yv = [_mm256_setzero_ps(); M];
+                            for (i, v) in yv.iter_mut().enumerate() {
+                                *v = _mm256_loadu_ps(yb.add(i * d.rs_y + j));
+                            }
+                            for (i, xa_i) in xa.iter().enumerate() {
+                                let yp = yb.add(i * d.rs_y + j);
+                                // Two FMA chains of four instead of one of eight.
+                                let mut acc0 = yv[i];
+                                let mut acc1 = _mm256_mul_ps(xa_i[1], wv[1]);
+                                for r in (0..G).step_by(2) {
+                                    acc0 = _mm256_fmadd_ps(xa_i[r], wv[r], acc0);
+                                    if r > 0 {
+                                        acc1 = _mm256_fmadd_ps(xa_i[r + 1], wv[r + 1], acc1);
+                                    }
+                                }
+                                _mm256_storeu_ps(yp, _mm256_add_ps(acc0, acc1));
+                            }
+                        } else {
+                            let w0 = W::load8(br[0].add(j));
+                            for (i, xa_i) in xa.iter().enumerate() {
+                                let yp = yb.add(i * d.rs_y + j);
+                                let sum = _mm256_fmadd_ps(xa_i[0], w0, _mm256_loadu_ps(yp));
+                                _mm256_storeu_ps(yp, sum);
                             }
                         }
-                        _mm256_storeu_ps(yp, _mm256_add_ps(acc0, acc1));
                     }
-                } else {
-                    let w0 = W::load8(br[0].add(j));
-                    for (i, xa_i) in xa.iter().enumerate() {
-                        let yp = yb.add(i * d.rs_y + j);
-                        _mm256_storeu_ps(yp, _mm256_fmadd_ps(xa_i[0], w0, _mm256_loadu_ps(yp)));
+                    j += 8;
+                }
+                for jj in cw8..d.cw {
+                    for i in 0..M {
+                        let mut s = 0.0;
+                        for q in 0..rows {
+                            // SAFETY: row `p + q < k`, column `jj < cw`, x row `i < m`.
+                            s += unsafe {
+                                let bv = (*b.add((p + q) * d.rs_b + jj)).to_f32();
+                                *x.add(i * d.rs_x + p + q) * bv
+                            };
+                        }
+                        // SAFETY: `i < m`, `jj < cw`.
+                        unsafe { *yb.add(i * d.rs_y + jj) += d.alpha * s };
                     }
                 }
-            }
-            j += 8;
-        }
-        for jj in cw8..d.cw {
-            for i in 0..M {
-                let mut s = 0.0;
-                for q in 0..rows {
-                    // SAFETY: row `p + q < k`, column `jj < cw`, x row `i < m`.
-                    s += unsafe {
-                        *x.add(i * d.rs_x + p + q) * (*b.add((p + q) * d.rs_b + jj)).to_f32()
-                    };
-                }
-                // SAFETY: `i < m`, `jj < cw`.
-                unsafe { *yb.add(i * d.rs_y + jj) += d.alpha * s };
+                p += rows;
             }
         }
-        p += rows;
-    }
+    };
 }
+pub(super) use kn_chunk_kernel;
+
+kn_chunk_kernel!(
+    /// The [K, N] GEMV chunk on AVX2's 16 registers (see [`kn_chunk_kernel`]).
+    /// Two to four x rows take four B rows at a time: y rows a multiple of 4 KiB apart
+    /// then share their L1 set with the B rows' lines, and y rows beside eight B rows
+    /// overflow its eight ways. Zen 3, 4096 × 4096, GFLOP/s in alternated builds: 4 x
+    /// rows 17–19 with eight, 22–31 with four (as fast as with unaliased y rows); 2 x
+    /// rows 15–20 with eight, 19–24 with four (as fast as the [N, K] kernel in the same
+    /// runs, which eight were 0.76–0.81× of); one row and 5–8 rows gained nothing.
+    ///
+    /// # Safety
+    /// AVX2+FMA+F16C available; extents checked by `KnSpec::assert_fits`, `d.m == M`.
+    #[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
+    #[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
+    kn_chunk_m
+);
 
 /// Dispatches [`kn_chunk_m`] on the number of x rows.
 ///
