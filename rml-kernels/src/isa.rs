@@ -200,6 +200,15 @@ mod tests {
         assert!(detect().is_supported());
     }
 
+    /// The first `name : value` line of `/proc/cpuinfo`'s text, trimmed.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+    fn cpuinfo_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+        info.lines()
+            .find(|line| line.split(':').next().map(str::trim) == Some(name))
+            .and_then(|line| line.split(':').nth(1))
+            .map(str::trim)
+    }
+
     /// `amd_family` against the kernel's reading of the same `cpuid` leaves in
     /// `/proc/cpuinfo` (`vendor_id`, `cpu family`, decimal).
     #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
@@ -208,17 +217,40 @@ mod tests {
         let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
             return;
         };
-        let field = |name: &str| {
-            info.lines()
-                .find(|line| line.split(':').next().map(str::trim) == Some(name))
-                .and_then(|line| line.split(':').nth(1))
-                .map(str::trim)
-        };
-        let expected = match field("vendor_id") {
-            Some("AuthenticAMD") => field("cpu family").map(|f| f.parse::<u32>().unwrap()),
+        let expected = match cpuinfo_field(&info, "vendor_id") {
+            Some("AuthenticAMD") => {
+                cpuinfo_field(&info, "cpu family").map(|f| f.parse::<u32>().unwrap())
+            }
             _ => None,
         };
         assert_eq!(amd_family(), expected);
+    }
+
+    /// Which x86 ISAs count as supported, against the kernel's `flags` line: AVX2 needs
+    /// `avx2`, `fma` and `f16c`; AVX-512 needs those and `avx512f` and `avx512vl` (the
+    /// GEMV loops run on its 32 ymm registers).
+    #[cfg(all(
+        target_os = "linux",
+        target_arch = "x86_64",
+        feature = "std",
+        not(miri)
+    ))]
+    #[test]
+    fn x86_isas_agree_with_proc_cpuinfo_flags() {
+        let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+            return;
+        };
+        let flags: Vec<&str> = cpuinfo_field(&info, "flags")
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        let has = |all: &[&str]| all.iter().all(|f| flags.contains(f));
+        let avx2 = has(&["avx2", "fma", "f16c"]);
+        assert_eq!(Isa::Avx2.is_supported(), avx2);
+        assert_eq!(
+            Isa::Avx512.is_supported(),
+            avx2 && has(&["avx512f", "avx512vl"])
+        );
     }
 
     /// Under qemu-aarch64 (`ci/test kernels_aarch64`) every ISA-looping test must
