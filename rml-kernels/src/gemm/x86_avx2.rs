@@ -110,7 +110,6 @@ impl Avx2 {
 
     /// Dot products of `m ≤ 8` rows of x with `n` weight rows (GEMV, [N, K] weights):
     /// `y[i·rs_y + j·cs_y] ← alpha·Σ_p x[i·rs_x + p]·w[j·rs_w + p] + beta·y`.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn gemv_nk<W: Load8>(
         self,
         d: &super::gemv::NkSpec,
@@ -120,19 +119,16 @@ impl Avx2 {
     ) {
         d.assert_fits(x.len(), w.len(), y.len());
         let ahead = self.gemv_ahead;
+        let (x, w, y) = (x.as_ptr(), w.as_ptr(), y.as_mut_ptr());
         // SAFETY: the token proves AVX2+FMA+F16C; `assert_fits` proved every x, w and y
         // element addressed by the spec lies in its slice.
         unsafe {
-            match d.m {
-                1 => nk_rows::<W, 1, 8>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
-                2 => nk_rows::<W, 2, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
-                3 => nk_rows::<W, 3, 4>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
-                4 => nk_rows::<W, 4, 3>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
-                5 => nk_rows::<W, 5, 2>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
-                6 => nk_rows::<W, 6, 2>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
-                7 => nk_rows::<W, 7, 1>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
-                _ => nk_rows::<W, 8, 1>(d, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), ahead),
-            }
+            by_x_rows!(
+                d.m,
+                nk_rows::<W>,
+                [8, 4, 4, 3, 2, 2, 1, 1],
+                (d, x, w, y, ahead)
+            )
         }
     }
 
@@ -453,6 +449,26 @@ pub(super) fn prefetch_rows_ahead<W, const R: usize>(
     }
 }
 
+/// Calls the GEMV kernel `$kernel::<W, M, R>` with `M = $m` x rows (1 to 8; more
+/// run as 8) and the `R` (weight rows a step) listed for that `M`: each ISA's tuning
+/// table in one line.
+macro_rules! by_x_rows {
+    ($m:expr, $kernel:ident::<$w:ty>, [$r1:literal, $r2:literal, $r3:literal, $r4:literal,
+     $r5:literal, $r6:literal, $r7:literal, $r8:literal], ($($arg:expr),*)) => {
+        match $m {
+            1 => $kernel::<$w, 1, $r1>($($arg),*),
+            2 => $kernel::<$w, 2, $r2>($($arg),*),
+            3 => $kernel::<$w, 3, $r3>($($arg),*),
+            4 => $kernel::<$w, 4, $r4>($($arg),*),
+            5 => $kernel::<$w, 5, $r5>($($arg),*),
+            6 => $kernel::<$w, 6, $r6>($($arg),*),
+            7 => $kernel::<$w, 7, $r7>($($arg),*),
+            _ => $kernel::<$w, 8, $r8>($($arg),*),
+        }
+    };
+}
+pub(super) use by_x_rows;
+
 /// Defines an [N, K] GEMV kernel `$name`: `R` weight rows at a time against `M` rows
 /// of x, `M × R` ymm accumulators. A macro so that one loop compiles twice: for
 /// AVX2's 16 ymm registers ([`nk_rows`]), and with AVX-512VL, whose EVEX encoding
@@ -661,15 +677,11 @@ unsafe fn kn_chunk<W: Load8>(
 ) {
     // SAFETY: forwarded caller contract; `d.m` selects the matching `M`.
     unsafe {
-        match d.m {
-            1 => kn_chunk_m::<W, 1, 8>(d, x, b, yb, ahead),
-            2 => kn_chunk_m::<W, 2, 4>(d, x, b, yb, ahead),
-            3 => kn_chunk_m::<W, 3, 4>(d, x, b, yb, ahead),
-            4 => kn_chunk_m::<W, 4, 4>(d, x, b, yb, ahead),
-            5 => kn_chunk_m::<W, 5, 8>(d, x, b, yb, ahead),
-            6 => kn_chunk_m::<W, 6, 8>(d, x, b, yb, ahead),
-            7 => kn_chunk_m::<W, 7, 8>(d, x, b, yb, ahead),
-            _ => kn_chunk_m::<W, 8, 8>(d, x, b, yb, ahead),
-        }
+        by_x_rows!(
+            d.m,
+            kn_chunk_m::<W>,
+            [8, 4, 4, 4, 8, 8, 8, 8],
+            (d, x, b, yb, ahead)
+        )
     }
 }

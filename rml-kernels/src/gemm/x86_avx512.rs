@@ -24,7 +24,7 @@ use core::arch::x86_64::*;
 
 use super::tile::TileSpec;
 use super::x86_avx2::{
-    Avx2, Load8, k_steps, kn_chunk_kernel, nk_rows_kernel, prefetch_c_rows, strides,
+    Avx2, Load8, by_x_rows, k_steps, kn_chunk_kernel, nk_rows_kernel, prefetch_c_rows, strides,
 };
 use super::{MR, NR};
 use crate::isa::Isa;
@@ -65,16 +65,12 @@ impl Avx512 {
         // SAFETY: the token proves AVX2+FMA+F16C and AVX-512F+VL; `assert_fits` proved
         // every x, w and y element addressed by the spec lies in its slice.
         unsafe {
-            match d.m {
-                1 => nk_rows_evex::<W, 1, 8>(d, x, w, y, ahead),
-                2 => nk_rows_evex::<W, 2, 8>(d, x, w, y, ahead),
-                3 => nk_rows_evex::<W, 3, 6>(d, x, w, y, ahead),
-                4 => nk_rows_evex::<W, 4, 6>(d, x, w, y, ahead),
-                5 => nk_rows_evex::<W, 5, 4>(d, x, w, y, ahead),
-                6 => nk_rows_evex::<W, 6, 4>(d, x, w, y, ahead),
-                7 => nk_rows_evex::<W, 7, 3>(d, x, w, y, ahead),
-                _ => nk_rows_evex::<W, 8, 3>(d, x, w, y, ahead),
-            }
+            by_x_rows!(
+                d.m,
+                nk_rows_evex::<W>,
+                [8, 8, 6, 6, 4, 4, 3, 3],
+                (d, x, w, y, ahead)
+            )
         }
     }
 
@@ -93,16 +89,12 @@ impl Avx512 {
         // SAFETY: the token proves AVX2+FMA+F16C and AVX-512F+VL; `assert_fits` proved
         // every x, B and y-buffer element addressed by the spec lies in its slice.
         unsafe {
-            match d.m {
-                1 => kn_chunk_evex::<W, 1, 8>(d, x, b, y, ahead),
-                2 => kn_chunk_evex::<W, 2, 8>(d, x, b, y, ahead),
-                3 => kn_chunk_evex::<W, 3, 8>(d, x, b, y, ahead),
-                4 => kn_chunk_evex::<W, 4, 8>(d, x, b, y, ahead),
-                5 => kn_chunk_evex::<W, 5, 8>(d, x, b, y, ahead),
-                6 => kn_chunk_evex::<W, 6, 8>(d, x, b, y, ahead),
-                7 => kn_chunk_evex::<W, 7, 8>(d, x, b, y, ahead),
-                _ => kn_chunk_evex::<W, 8, 8>(d, x, b, y, ahead),
-            }
+            by_x_rows!(
+                d.m,
+                kn_chunk_evex::<W>,
+                [8, 8, 8, 8, 8, 8, 8, 8],
+                (d, x, b, y, ahead)
+            )
         }
     }
 
