@@ -142,14 +142,16 @@ impl Avx2 {
         ybuf: &mut [f32],
     ) {
         d.assert_fits(x.len(), b.len(), ybuf.len());
-        // SAFETY: as for `gemv_nk`.
+        let ahead = self.gemv_ahead;
+        let (x, b, y) = (x.as_ptr(), b.as_ptr(), ybuf.as_mut_ptr());
+        // SAFETY: the token proves AVX2+FMA+F16C; `assert_fits` proved every x, B and
+        // y-buffer element addressed by the spec lies in its slice.
         unsafe {
-            kn_chunk::<W>(
-                d,
-                x.as_ptr(),
-                b.as_ptr(),
-                ybuf.as_mut_ptr(),
-                self.gemv_ahead,
+            by_x_rows!(
+                d.m,
+                kn_chunk_m::<W>,
+                [8, 4, 4, 4, 8, 8, 8, 8],
+                (d, x, b, y, ahead)
             )
         }
     }
@@ -661,27 +663,3 @@ kn_chunk_kernel!(
     #[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
     kn_chunk_m
 );
-
-/// Dispatches [`kn_chunk_m`] on the number of x rows.
-///
-/// # Safety
-/// As for [`kn_chunk_m`] with `M = d.m ≤ 8`.
-#[cfg_attr(not(miri), target_feature(enable = "avx2,fma,f16c"))]
-#[cfg_attr(miri, target_feature(enable = "avx2,fma"))]
-unsafe fn kn_chunk<W: Load8>(
-    d: &super::gemv::KnSpec,
-    x: *const f32,
-    b: *const W,
-    yb: *mut f32,
-    ahead: usize,
-) {
-    // SAFETY: forwarded caller contract; `d.m` selects the matching `M`.
-    unsafe {
-        by_x_rows!(
-            d.m,
-            kn_chunk_m::<W>,
-            [8, 4, 4, 4, 8, 8, 8, 8],
-            (d, x, b, yb, ahead)
-        )
-    }
-}

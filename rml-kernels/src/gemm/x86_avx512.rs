@@ -1,5 +1,5 @@
 //! AVX-512 kernels: the f32 GEMM micro-kernel, a `MR × 32` tile over two adjacent
-//! `NR = 16` B micro-panels, and the [N, K] GEMV on 32 registers.
+//! `NR = 16` B micro-panels, and the GEMV loops on 32 registers.
 //!
 //! The packed layout stays the one of every ISA (`MR = 6`, `NR = 16`), so weights
 //! pre-packed at load run here unchanged: one zmm register holds a whole B panel row,
