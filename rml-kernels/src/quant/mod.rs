@@ -265,10 +265,7 @@ pub fn gemm_quantized(
         return rows_dot(weight, w, acts, &mut out[..nr], false);
     }
     #[cfg(target_arch = "x86_64")]
-    if m >= TILE_MIN_M
-        && isa::active().has_avx2()
-        && gemm_avx2::gemm(weight, w, k, acts, m, out, ldo)
-    {
+    if m >= TILE_MIN_M && gemm_avx2::gemm(isa::active(), weight, w, k, acts, m, out, ldo) {
         return Ok(());
     }
     let mut r0 = 0;

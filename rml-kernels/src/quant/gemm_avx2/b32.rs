@@ -10,7 +10,9 @@
 
 use core::arch::x86_64::*;
 
-use super::{KC, MC, OutTile, Panel, Tile, bcast4, ldv, store_interleaved};
+use super::{
+    KC, MC, OutTile, Panel, Tile, bcast4, dual_call, dual_compiled, ldv, store_interleaved,
+};
 use crate::quant::avx2::{bits_to_bytes, ld128, ld256, nibbles};
 
 /// Blocks per K chunk.
@@ -219,8 +221,48 @@ impl<F: Format> Tile for B32<F> {
         }
     }
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn pack(
+    #[inline(always)]
+    unsafe fn pack<const EVEX: bool>(
+        w: *const u8,
+        rb: usize,
+        n: usize,
+        blocks: core::ops::Range<usize>,
+        panel: &mut Panel,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { dual_call!(EVEX, pack::<F>(w, rb, n, blocks, panel)) }
+    }
+
+    #[inline(always)]
+    unsafe fn tile<const EVEX: bool>(
+        mr: usize,
+        panel: &Panel,
+        nb: usize,
+        acts: *const u8,
+        arb: usize,
+        table: &ActTable,
+        ti: usize,
+        out: &mut OutTile,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match mr {
+                4 => dual_call!(EVEX, tile::<F, 4>(panel, nb, acts, arb, table, ti, out)),
+                3 => dual_call!(EVEX, tile::<F, 3>(panel, nb, acts, arb, table, ti, out)),
+                2 => dual_call!(EVEX, tile::<F, 2>(panel, nb, acts, arb, table, ti, out)),
+                _ => dual_call!(EVEX, tile::<F, 1>(panel, nb, acts, arb, table, ti, out)),
+            }
+        }
+    }
+}
+
+dual_compiled! {
+    /// Packs blocks `blocks` of the `n` (≤ 8·NV) weight rows at `w` (`rb` bytes apart)
+    /// into `panel` ([`Tile::pack`]).
+    ///
+    /// # Safety
+    /// As [`Tile::pack`].
+    pub(super) unsafe fn pack<F: Format>(
         w: *const u8,
         rb: usize,
         n: usize,
@@ -264,8 +306,11 @@ impl<F: Format> Tile for B32<F> {
         }
     }
 
-    unsafe fn tile(
-        mr: usize,
+    /// The micro-kernel for `R` activation rows × `8·NV` weight rows.
+    ///
+    /// # Safety
+    /// As [`Tile::tile`], for `R` rows.
+    pub(super) unsafe fn tile<F: Format, const R: usize>(
         panel: &Panel,
         nb: usize,
         acts: *const u8,
@@ -274,94 +319,71 @@ impl<F: Format> Tile for B32<F> {
         ti: usize,
         out: &mut OutTile,
     ) {
-        // SAFETY: forwarded from the caller.
+        // Fixed sizes so the accumulators stay in registers; only NV·P entries are used.
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        let ones = _mm256_set1_epi16(1);
+        let sixteen = _mm256_set1_epi16(16);
+        let q = panel.0.as_ptr();
+        let (ab, qs) = act_layout::<F>();
+        // The i16 sums (one per plane) widened to i32.
+        let widen = |s16: &[__m256i; 2]| {
+            if F::P == 2 {
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(s16[0], sixteen),
+                    _mm256_madd_epi16(s16[1], ones),
+                )
+            } else {
+                _mm256_madd_epi16(s16[0], ones)
+            }
+        };
+        // SAFETY: the panel holds `nb` blocks in the layout of `quant_vecs`; each
+        // activation row holds `nb` blocks of `ab` bytes at `acts + i·arb`.
         unsafe {
-            match mr {
-                4 => tile::<F, 4>(panel, nb, acts, arb, table, ti, out),
-                3 => tile::<F, 3>(panel, nb, acts, arb, table, ti, out),
-                2 => tile::<F, 2>(panel, nb, acts, arb, table, ti, out),
-                _ => tile::<F, 1>(panel, nb, acts, arb, table, ti, out),
-            }
-        }
-    }
-}
-
-/// The micro-kernel for `R` activation rows × `8·NV` weight rows.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile<F: Format, const R: usize>(
-    panel: &Panel,
-    nb: usize,
-    acts: *const u8,
-    arb: usize,
-    table: &ActTable,
-    ti: usize,
-    out: &mut OutTile,
-) {
-    // Fixed sizes so the accumulators stay in registers; only NV·P entries are used.
-    let mut acc = [[_mm256_setzero_ps(); 2]; R];
-    let ones = _mm256_set1_epi16(1);
-    let sixteen = _mm256_set1_epi16(16);
-    let q = panel.0.as_ptr();
-    let (ab, qs) = act_layout::<F>();
-    // The i16 sums (one per plane) widened to i32.
-    let widen = |s16: &[__m256i; 2]| {
-        if F::P == 2 {
-            _mm256_add_epi32(
-                _mm256_madd_epi16(s16[0], sixteen),
-                _mm256_madd_epi16(s16[1], ones),
-            )
-        } else {
-            _mm256_madd_epi16(s16[0], ones)
-        }
-    };
-    // SAFETY: the panel holds `nb` blocks in the layout of `quant_vecs`; each
-    // activation row holds `nb` blocks of `ab` bytes at `acts + i·arb`.
-    unsafe {
-        let scales = q.add(quant_vecs::<F>(nb));
-        for bl in 0..nb {
-            let mut s32 = [[_mm256_setzero_si256(); 2]; R];
-            let mut s16 = [[[_mm256_setzero_si256(); 2]; 2]; R];
-            for s in 0..8 {
-                let wv = q.add((bl * 8 + s) * F::NV * F::P);
-                for (i, s16) in s16.iter_mut().enumerate() {
-                    let y = bcast4(acts.add(i * arb + bl * ab + qs + 4 * s));
-                    for (v, s16) in s16.iter_mut().enumerate().take(F::NV) {
-                        for (p, s16) in s16.iter_mut().enumerate().take(F::P) {
-                            let u = ldv(wv.add(v * F::P + p));
-                            *s16 = _mm256_add_epi16(*s16, _mm256_maddubs_epi16(u, y));
+            let scales = q.add(quant_vecs::<F>(nb));
+            for bl in 0..nb {
+                let mut s32 = [[_mm256_setzero_si256(); 2]; R];
+                let mut s16 = [[[_mm256_setzero_si256(); 2]; 2]; R];
+                for s in 0..8 {
+                    let wv = q.add((bl * 8 + s) * F::NV * F::P);
+                    for (i, s16) in s16.iter_mut().enumerate() {
+                        let y = bcast4(acts.add(i * arb + bl * ab + qs + 4 * s));
+                        for (v, s16) in s16.iter_mut().enumerate().take(F::NV) {
+                            for (p, s16) in s16.iter_mut().enumerate().take(F::P) {
+                                let u = ldv(wv.add(v * F::P + p));
+                                *s16 = _mm256_add_epi16(*s16, _mm256_maddubs_epi16(u, y));
+                            }
+                        }
+                    }
+                    if (s + 1) % F::SPLIT == 0 {
+                        for (s32, s16) in s32.iter_mut().zip(&mut s16) {
+                            for (s32, s16) in s32.iter_mut().zip(s16).take(F::NV) {
+                                *s32 = _mm256_add_epi32(*s32, widen(s16));
+                                *s16 = [_mm256_setzero_si256(); 2];
+                            }
                         }
                     }
                 }
-                if (s + 1) % F::SPLIT == 0 {
-                    for (s32, s16) in s32.iter_mut().zip(&mut s16) {
-                        for (s32, s16) in s32.iter_mut().zip(s16).take(F::NV) {
-                            *s32 = _mm256_add_epi32(*s32, widen(s16));
-                            *s16 = [_mm256_setzero_si256(); 2];
+                for (i, (acc, s32)) in acc.iter_mut().zip(&s32).enumerate() {
+                    let (da, c, sa) = table.0[ti + i][bl];
+                    let (da, c) = (_mm256_set1_ps(da), _mm256_set1_epi32(c));
+                    for (v, (acc, s32)) in acc.iter_mut().zip(s32).enumerate().take(F::NV) {
+                        let at = scales.add((bl * F::NV + v) * scale_vecs::<F>());
+                        let dw = _mm256_load_ps(at.cast());
+                        let f = _mm256_cvtepi32_ps(_mm256_sub_epi32(*s32, c));
+                        *acc = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, da), *acc);
+                        if F::MIN {
+                            let m = _mm256_load_ps(at.add(1).cast());
+                            *acc = _mm256_fmadd_ps(m, _mm256_set1_ps(sa), *acc);
                         }
                     }
                 }
             }
-            for (i, (acc, s32)) in acc.iter_mut().zip(&s32).enumerate() {
-                let (da, c, sa) = table.0[ti + i][bl];
-                let (da, c) = (_mm256_set1_ps(da), _mm256_set1_epi32(c));
-                for (v, (acc, s32)) in acc.iter_mut().zip(s32).enumerate().take(F::NV) {
-                    let at = scales.add((bl * F::NV + v) * scale_vecs::<F>());
-                    let dw = _mm256_load_ps(at.cast());
-                    let f = _mm256_cvtepi32_ps(_mm256_sub_epi32(*s32, c));
-                    *acc = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, da), *acc);
-                    if F::MIN {
-                        let m = _mm256_load_ps(at.add(1).cast());
-                        *acc = _mm256_fmadd_ps(m, _mm256_set1_ps(sa), *acc);
-                    }
-                }
-            }
         }
-    }
-    for (o, acc) in out.iter_mut().zip(&acc) {
-        for (v, a) in acc.iter().enumerate().take(F::NV) {
-            // SAFETY: lanes 8v..8v+8 < MAX_ROWS (asserted above).
-            unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(8 * v), *a) };
+        for (o, acc) in out.iter_mut().zip(&acc) {
+            for (v, a) in acc.iter().enumerate().take(F::NV) {
+                // SAFETY: lanes 8v..8v+8 < MAX_ROWS (asserted above).
+                unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(8 * v), *a) };
+            }
         }
     }
 }

@@ -11,7 +11,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{KC, OutTile, Panel, Tile, bcast4, ldv, store_interleaved};
+use super::{KC, OutTile, Panel, Tile, bcast4, dual_call, dual_compiled, ldv, store_interleaved};
 use crate::quant::avx2::{k4_scales_mins, ld256};
 
 /// Bytes of a Q8_K block and the offsets of its fields.
@@ -56,7 +56,9 @@ trait Format {
     const NV: usize;
     /// Activation rows per micro-kernel call.
     const MR: usize;
-    /// Unpacks the super-block at `b`.
+    /// Unpacks the super-block at `b`. Implementations are `#[inline(always)]`, with
+    /// no `#[target_feature]` of their own, so that each copy of `pack` compiles its
+    /// own (left out of line, Q2_K's cost the EVEX copy 5 % at 8 rows).
     ///
     /// # Safety
     /// AVX2 present; a whole super-block at `b`.
@@ -105,8 +107,7 @@ impl Format for Q4K {
     const SPLIT: usize = 8;
     const NV: usize = 2;
     const MR: usize = 2;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline(always)]
     unsafe fn unpack(b: *const u8) -> Unpacked {
         let mut u = Unpacked::ZERO;
         // SAFETY: a 144-byte block at `b`; AVX2 present (caller).
@@ -129,8 +130,7 @@ impl Format for Q5K {
     const SPLIT: usize = 4;
     const NV: usize = 2;
     const MR: usize = 2;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline(always)]
     unsafe fn unpack(b: *const u8) -> Unpacked {
         let mut u = Unpacked::ZERO;
         // SAFETY: a 176-byte block at `b`; AVX2 present (caller).
@@ -162,8 +162,7 @@ impl Format for Q2K {
     const SPLIT: usize = 4;
     const NV: usize = 2;
     const MR: usize = 2;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline(always)]
     unsafe fn unpack(b: *const u8) -> Unpacked {
         let mut u = Unpacked::ZERO;
         // SAFETY: an 84-byte block at `b`; AVX2 present (caller).
@@ -194,8 +193,7 @@ impl Format for Q3K {
     const SPLIT: usize = 4;
     const NV: usize = 2;
     const MR: usize = 2;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline(always)]
     unsafe fn unpack(b: *const u8) -> Unpacked {
         let mut u = Unpacked::ZERO;
         // SAFETY: a 110-byte block at `b`; AVX2 present (caller).
@@ -247,8 +245,7 @@ impl Format for Q6K {
     const SPLIT: usize = 2;
     const NV: usize = 2;
     const MR: usize = 2;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline(always)]
     unsafe fn unpack(b: *const u8) -> Unpacked {
         let mut u = Unpacked::ZERO;
         // SAFETY: a 210-byte block at `b`; AVX2 present (caller).
@@ -318,8 +315,46 @@ impl<F: Format> Tile for KQuant<F> {
     ) {
     }
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn pack(
+    #[inline(always)]
+    unsafe fn pack<const EVEX: bool>(
+        w: *const u8,
+        rb: usize,
+        n: usize,
+        blocks: core::ops::Range<usize>,
+        panel: &mut Panel,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { dual_call!(EVEX, pack::<F>(w, rb, n, blocks, panel)) }
+    }
+
+    #[inline(always)]
+    unsafe fn tile<const EVEX: bool>(
+        mr: usize,
+        panel: &Panel,
+        nb: usize,
+        acts: *const u8,
+        arb: usize,
+        _: &(),
+        _: usize,
+        out: &mut OutTile,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match mr {
+                2 => dual_call!(EVEX, tile::<F, 2>(panel, nb, acts, arb, out)),
+                _ => dual_call!(EVEX, tile::<F, 1>(panel, nb, acts, arb, out)),
+            }
+        }
+    }
+}
+
+dual_compiled! {
+    /// Packs super-blocks `blocks` of the `n` (≤ 8·NV) weight rows at `w` (`rb` bytes
+    /// apart) into `panel` ([`Tile::pack`]).
+    ///
+    /// # Safety
+    /// As [`Tile::pack`].
+    pub(super) unsafe fn pack<F: Format>(
         w: *const u8,
         rb: usize,
         n: usize,
@@ -366,92 +401,75 @@ impl<F: Format> Tile for KQuant<F> {
         }
     }
 
-    unsafe fn tile(
-        mr: usize,
+    /// The micro-kernel for `R` activation rows × `8·NV` weight rows.
+    ///
+    /// # Safety
+    /// As [`Tile::tile`], for `R` rows.
+    pub(super) unsafe fn tile<F: Format, const R: usize>(
         panel: &Panel,
         nb: usize,
         acts: *const u8,
         arb: usize,
-        _: &(),
-        _: usize,
         out: &mut OutTile,
     ) {
-        // SAFETY: forwarded from the caller.
+        let nv = F::NV;
+        let (sc_at, c_at) = (64 * nv, (64 + 64 / F::G) * nv);
+        let d_at = c_at + 8 * nv;
+        // Fixed sizes so the accumulators stay in registers; only NV entries are used.
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        // SAFETY: the panel holds `nb` super-blocks in the layout of
+        // `sb_vecs`; each activation row holds `nb` Q8_K blocks at `acts + i·arb`.
         unsafe {
-            match mr {
-                2 => tile::<F, 2>(panel, nb, acts, arb, out),
-                _ => tile::<F, 1>(panel, nb, acts, arb, out),
-            }
-        }
-    }
-}
-
-/// The micro-kernel for `R` activation rows × `8·NV` weight rows.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile<F: Format, const R: usize>(
-    panel: &Panel,
-    nb: usize,
-    acts: *const u8,
-    arb: usize,
-    out: &mut OutTile,
-) {
-    let nv = F::NV;
-    let (sc_at, c_at) = (64 * nv, (64 + 64 / F::G) * nv);
-    let d_at = c_at + 8 * nv;
-    // Fixed sizes so the accumulators stay in registers; only NV entries are used.
-    let mut acc = [[_mm256_setzero_ps(); 2]; R];
-    // SAFETY: the panel holds `nb` super-blocks in the layout of
-    // `sb_vecs`; each activation row holds `nb` Q8_K blocks at `acts + i·arb`.
-    unsafe {
-        for sb in 0..nb {
-            let base = panel.0.as_ptr().add(sb * sb_vecs::<F>());
-            let mut s32 = [[_mm256_setzero_si256(); 2]; R];
-            for g in 0..64 / F::G {
-                let mut s16 = [[_mm256_setzero_si256(); 2]; R];
-                for s in 0..F::G {
-                    let st = g * F::G + s;
-                    for (i, s16) in s16.iter_mut().enumerate() {
-                        let y = bcast4(acts.add(i * arb + sb * Q8K_BYTES + Q8K_QS + 4 * st));
-                        for (v, s16) in s16.iter_mut().enumerate().take(nv) {
-                            let u = ldv(base.add(st * nv + v));
-                            *s16 = _mm256_add_epi16(*s16, _mm256_maddubs_epi16(u, y));
+            for sb in 0..nb {
+                let base = panel.0.as_ptr().add(sb * sb_vecs::<F>());
+                let mut s32 = [[_mm256_setzero_si256(); 2]; R];
+                for g in 0..64 / F::G {
+                    let mut s16 = [[_mm256_setzero_si256(); 2]; R];
+                    for s in 0..F::G {
+                        let st = g * F::G + s;
+                        for (i, s16) in s16.iter_mut().enumerate() {
+                            let y = bcast4(acts.add(i * arb + sb * Q8K_BYTES + Q8K_QS + 4 * st));
+                            for (v, s16) in s16.iter_mut().enumerate().take(nv) {
+                                let u = ldv(base.add(st * nv + v));
+                                *s16 = _mm256_add_epi16(*s16, _mm256_maddubs_epi16(u, y));
+                            }
                         }
-                    }
-                    if (s + 1) % F::SPLIT == 0 {
-                        for (s32, s16) in s32.iter_mut().zip(&mut s16) {
-                            for v in 0..nv {
-                                let sc = ldv(base.add(sc_at + g * nv + v));
-                                s32[v] = _mm256_add_epi32(s32[v], _mm256_madd_epi16(s16[v], sc));
-                                s16[v] = _mm256_setzero_si256();
+                        if (s + 1) % F::SPLIT == 0 {
+                            for (s32, s16) in s32.iter_mut().zip(&mut s16) {
+                                for v in 0..nv {
+                                    let sc = ldv(base.add(sc_at + g * nv + v));
+                                    let sum = _mm256_madd_epi16(s16[v], sc);
+                                    s32[v] = _mm256_add_epi32(s32[v], sum);
+                                    s16[v] = _mm256_setzero_si256();
+                                }
                             }
                         }
                     }
                 }
-            }
-            for (i, (acc, s32)) in acc.iter_mut().zip(&s32).enumerate() {
-                let ab = acts.add(i * arb + sb * Q8K_BYTES);
-                let da = _mm256_set1_ps(ab.cast::<f32>().read_unaligned());
-                for v in 0..nv {
-                    let mut m32 = _mm256_setzero_si256();
-                    for j in 0..8 {
-                        let c = ldv(base.add(c_at + j * nv + v));
-                        let bs = bcast4(ab.add(Q8K_BSUMS + 4 * j));
-                        m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(c, bs));
+                for (i, (acc, s32)) in acc.iter_mut().zip(&s32).enumerate() {
+                    let ab = acts.add(i * arb + sb * Q8K_BYTES);
+                    let da = _mm256_set1_ps(ab.cast::<f32>().read_unaligned());
+                    for v in 0..nv {
+                        let mut m32 = _mm256_setzero_si256();
+                        for j in 0..8 {
+                            let c = ldv(base.add(c_at + j * nv + v));
+                            let bs = bcast4(ab.add(Q8K_BSUMS + 4 * j));
+                            m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(c, bs));
+                        }
+                        let d = _mm256_load_ps(base.add(d_at + v).cast());
+                        let dc = _mm256_load_ps(base.add(d_at + nv + v).cast());
+                        let (s, m) = (_mm256_cvtepi32_ps(s32[v]), _mm256_cvtepi32_ps(m32));
+                        let a = _mm256_fmadd_ps(s, _mm256_mul_ps(d, da), acc[v]);
+                        acc[v] = _mm256_fmadd_ps(m, _mm256_mul_ps(dc, da), a);
                     }
-                    let d = _mm256_load_ps(base.add(d_at + v).cast());
-                    let dc = _mm256_load_ps(base.add(d_at + nv + v).cast());
-                    let a =
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[v]), _mm256_mul_ps(d, da), acc[v]);
-                    acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m32), _mm256_mul_ps(dc, da), a);
                 }
             }
         }
-    }
-    for (o, acc) in out.iter_mut().zip(&acc) {
-        for (v, a) in acc.iter().enumerate().take(nv) {
-            // SAFETY: lanes 8v..8v+8 < MAX_ROWS (asserted above).
-            unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(8 * v), *a) };
+        for (o, acc) in out.iter_mut().zip(&acc) {
+            for (v, a) in acc.iter().enumerate().take(nv) {
+                // SAFETY: lanes 8v..8v+8 < MAX_ROWS (asserted above).
+                unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(8 * v), *a) };
+            }
         }
     }
 }

@@ -9,7 +9,9 @@
 use core::arch::x86_64::*;
 
 use super::b32::{ActTable, B32, Q8_0};
-use super::{OutTile, PANEL_VECS, Panel, Tile, bcast4, ldv, store_interleaved};
+use super::{
+    OutTile, PANEL_VECS, Panel, Tile, bcast4, dual_call, dual_compiled, ldv, store_interleaved,
+};
 use crate::quant::avx2::ld256;
 
 /// Vectors of 8 weight rows per panel.
@@ -65,8 +67,49 @@ impl Tile for Q8Vnni {
         <B32<Q8_0> as Tile>::table(table, acts, arb, rows, blocks);
     }
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn pack(
+    #[inline(always)]
+    unsafe fn pack<const EVEX: bool>(
+        w: *const u8,
+        rb: usize,
+        n: usize,
+        blocks: core::ops::Range<usize>,
+        panel: &mut Panel,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { dual_call!(EVEX, pack(w, rb, n, blocks, panel)) }
+    }
+
+    /// One copy for both values of `EVEX`: the VNNI kernel runs on 32 registers.
+    unsafe fn tile<const EVEX: bool>(
+        mr: usize,
+        panel: &Panel,
+        nb: usize,
+        acts: *const u8,
+        arb: usize,
+        table: &ActTable,
+        ti: usize,
+        out: &mut OutTile,
+    ) {
+        // SAFETY: forwarded from the caller; `Q8Vnni` is only chosen when
+        // `supported()` holds.
+        unsafe {
+            match mr {
+                4 => tile::<4>(panel, nb, acts, arb, table, ti, out),
+                3 => tile::<3>(panel, nb, acts, arb, table, ti, out),
+                2 => tile::<2>(panel, nb, acts, arb, table, ti, out),
+                _ => tile::<1>(panel, nb, acts, arb, table, ti, out),
+            }
+        }
+    }
+}
+
+dual_compiled! {
+    /// Packs blocks `blocks` of the `n` (≤ 8·NV) Q8_0 weight rows at `w` (`rb` bytes
+    /// apart) into `panel` as one plane `w + 128` ([`Tile::pack`]).
+    ///
+    /// # Safety
+    /// As [`Tile::pack`].
+    pub(super) unsafe fn pack(
         w: *const u8,
         rb: usize,
         n: usize,
@@ -95,28 +138,6 @@ impl Tile for Q8Vnni {
                     let dv = _mm256_cvtph_ps(_mm_loadu_si128(d.as_ptr().cast()));
                     _mm256_store_ps(scales.add(bl * NV + v).cast(), dv);
                 }
-            }
-        }
-    }
-
-    unsafe fn tile(
-        mr: usize,
-        panel: &Panel,
-        nb: usize,
-        acts: *const u8,
-        arb: usize,
-        table: &ActTable,
-        ti: usize,
-        out: &mut OutTile,
-    ) {
-        // SAFETY: forwarded from the caller; `Q8Vnni` is only chosen when
-        // `supported()` holds.
-        unsafe {
-            match mr {
-                4 => tile::<4>(panel, nb, acts, arb, table, ti, out),
-                3 => tile::<3>(panel, nb, acts, arb, table, ti, out),
-                2 => tile::<2>(panel, nb, acts, arb, table, ti, out),
-                _ => tile::<1>(panel, nb, acts, arb, table, ti, out),
             }
         }
     }
@@ -179,7 +200,7 @@ unsafe fn tile<const R: usize>(
 mod tests {
     use rml_core::DType;
 
-    use super::super::{Args, run};
+    use super::super::{Args, blocked};
     use super::*;
 
     /// Q8_0 blocks of pseudo-random quants in −127..=127 with scales in 2⁻⁸..2⁻⁷.
@@ -218,8 +239,11 @@ mod tests {
             ldo: n,
         };
         let (mut a, mut b) = (vec![0.0f32; m * n], vec![1.0f32; m * n]);
-        run::<Q8Vnni>(&args, DType::Q8_0, &mut a);
-        run::<B32<Q8_0>>(&args, DType::Q8_0, &mut b);
+        // SAFETY: AVX2 present (checked above).
+        unsafe {
+            blocked::<Q8Vnni>(&args, DType::Q8_0, &mut a, false);
+            blocked::<B32<Q8_0>>(&args, DType::Q8_0, &mut b, false);
+        }
         assert_eq!(a, b);
         assert!(a.iter().any(|&v| v != 0.0));
     }
