@@ -21,8 +21,9 @@ pub enum Isa {
     /// aarch64 Advanced SIMD (baseline on aarch64).
     Neon = 3,
     /// x86_64 AVX2 level plus AVX-512F and AVX-512VL: the f32 GEMM micro-kernel keeps
-    /// its tile in zmm registers, the vector kernels run on zmm, and the GEMV loops
-    /// run the AVX2 ones on 32 ymm registers; every other kernel is the AVX2 one.
+    /// its tile in zmm registers, the vector kernels run on zmm, and the f32 GEMV
+    /// loops and the quantized small-M GEMM run the AVX2 code on 32 ymm registers;
+    /// every other kernel is the AVX2 one.
     Avx512 = 4,
 }
 
