@@ -327,7 +327,7 @@ impl<F: Format> Tile for KQuant<F> {
         unsafe { dual_call!(EVEX, pack::<F>(w, rb, n, blocks, panel)) }
     }
 
-    // Out of line: inlined into `run`, the AVX2 copy of Q4_0 ran 5 % slower.
+    // Out of line, as before the two copies: the layout the timings were taken with.
     #[inline(never)]
     unsafe fn tile<const EVEX: bool>(
         mr: usize,
