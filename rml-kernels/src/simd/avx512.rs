@@ -411,6 +411,16 @@ impl Simd for F32x16 {
         F32x16(unsafe { _mm512_permutexvar_ps(bits(self.0), _mm512_loadu_ps(table.as_ptr())) })
     }
     #[inline(always)]
+    fn lookup32(self, table: &[f32; 32]) -> Self {
+        // SAFETY: `table` holds 32 f32, so both 16-float loads are in bounds; loadu
+        // has no alignment requirement; AVX-512F available (module docs).
+        // vpermi2ps uses the low five bits of each index, bit 4 picking the table.
+        F32x16(unsafe {
+            let p = table.as_ptr();
+            _mm512_permutex2var_ps(_mm512_loadu_ps(p), bits(self.0), _mm512_loadu_ps(p.add(16)))
+        })
+    }
+    #[inline(always)]
     fn abs_max_bits(self, acc: Self) -> Self {
         // SAFETY: AVX-512F available (module docs).
         F32x16(floats(unsafe {

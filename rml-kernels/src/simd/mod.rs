@@ -39,9 +39,10 @@ pub(crate) trait Simd: Copy {
     /// with a table-driven form take it only then; the others keep their portable
     /// formula.
     const FAST_LOOKUP: bool;
-    /// Whether [`Simd::lookup16`] is a single instruction too (AVX-512): tanh's
-    /// table form, whose nine lookups per vector the AVX2 emulation makes slower
-    /// than its formula, is taken only then.
+    /// Whether [`Simd::lookup16`] and [`Simd::lookup32`] are single instructions
+    /// too (AVX-512): the table forms of tanh and softplus, whose seven lookups per
+    /// vector the AVX2 emulation makes slower than their formulas, are taken only
+    /// then.
     const FAST_LOOKUP16: bool;
     /// The result of a lane-wise comparison.
     type Mask: Copy;
@@ -208,6 +209,10 @@ pub(crate) trait Simd: Copy {
     /// Sixteen-entry table lookup: each lane becomes `table[bits & 15]` (see
     /// [`Simd::lookup8`]). One `vpermps` on AVX-512; two and a blend on AVX2.
     fn lookup16(self, table: &[f32; 16]) -> Self;
+    /// Thirty-two-entry table lookup: each lane becomes `table[bits & 31]` (see
+    /// [`Simd::lookup8`]). One `vpermi2ps` on AVX-512, which costs what a
+    /// `vpermps` does; four and three blends on AVX2.
+    fn lookup32(self, table: &[f32; 32]) -> Self;
     /// Lane-wise the larger of `|self|` and `acc` compared as unsigned bit
     /// patterns (`acc` holding sign-free patterns): folded over values from 0, it
     /// ends a NaN pattern exactly when one of them was NaN, since every NaN's

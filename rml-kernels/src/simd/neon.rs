@@ -23,6 +23,26 @@ impl F32x4 {
     }
 }
 
+/// Sixteen f32 as the four byte vectors a `tbl`/`tbx` lookup reads, and the
+/// byte indices `4i..4i+3` of each lane's entry `i = bits & mask` (`mask` 15 or
+/// 31).
+#[inline(always)]
+fn table_bytes(table: &[f32; 16], lanes: float32x4_t, mask: u32) -> (uint8x16x4_t, uint8x16_t) {
+    let p = table.as_ptr();
+    // SAFETY: `table` holds 16 f32 = 64 readable bytes; NEON is baseline.
+    unsafe {
+        let i = vandq_u32(vreinterpretq_u32_f32(lanes), vdupq_n_u32(mask));
+        let bytes = vmlaq_u32(vdupq_n_u32(0x0302_0100), i, vdupq_n_u32(0x0404_0404));
+        let t = uint8x16x4_t(
+            vld1q_u8(p.cast()),
+            vld1q_u8(p.add(4).cast()),
+            vld1q_u8(p.add(8).cast()),
+            vld1q_u8(p.add(12).cast()),
+        );
+        (t, vreinterpretq_u8_u32(bytes))
+    }
+}
+
 /// Eight bfloat16 values widened exactly into two vectors. NaNs come out quiet
 /// (the quiet bit set), as `half` does: the test and the bit on the eight 16-bit
 /// values, before widening.
@@ -266,23 +286,24 @@ impl Simd for F32x4 {
     }
     #[inline(always)]
     fn lookup16(self, table: &[f32; 16]) -> Self {
-        // SAFETY: `table` holds 16 f32 = 64 readable bytes; NEON is baseline.
-        unsafe {
-            // Byte indices 4i, 4i+1, 4i+2, 4i+3 for lane index i = bits & 15.
-            let i = vandq_u32(vreinterpretq_u32_f32(self.0), vdupq_n_u32(15));
-            let bytes = vmlaq_u32(vdupq_n_u32(0x0302_0100), i, vdupq_n_u32(0x0404_0404));
-            let p = table.as_ptr();
-            let t = uint8x16x4_t(
-                vld1q_u8(p.cast()),
-                vld1q_u8(p.add(4).cast()),
-                vld1q_u8(p.add(8).cast()),
-                vld1q_u8(p.add(12).cast()),
-            );
-            F32x4(vreinterpretq_f32_u8(vqtbl4q_u8(
-                t,
-                vreinterpretq_u8_u32(bytes),
-            )))
-        }
+        let (t, bytes) = table_bytes(table, self.0, 15);
+        // SAFETY: NEON is baseline.
+        F32x4(unsafe { vreinterpretq_f32_u8(vqtbl4q_u8(t, bytes)) })
+    }
+    #[inline(always)]
+    fn lookup32(self, table: &[f32; 32]) -> Self {
+        let (low, rest) = table.split_first_chunk::<16>().expect("32 entries");
+        let high = rest.first_chunk::<16>().expect("32 entries");
+        let (low, bytes) = table_bytes(low, self.0, 31);
+        let (high, _) = table_bytes(high, self.0, 31);
+        // SAFETY: NEON is baseline. `tbl` reads the first 64 bytes (0 where an
+        // index is past them), `tbx` the other 64 at the indices less 64 (keeping
+        // the lanes that wrap below 0, out of its range).
+        F32x4(unsafe {
+            let from_low = vqtbl4q_u8(low, bytes);
+            let high_bytes = vsubq_u8(bytes, vdupq_n_u8(64));
+            vreinterpretq_f32_u8(vqtbx4q_u8(from_low, high, high_bytes))
+        })
     }
     #[inline(always)]
     fn abs_max_bits(self, acc: Self) -> Self {

@@ -164,6 +164,10 @@ impl Simd for F32x1 {
         F32x1(table[(self.0.to_bits() & 15) as usize])
     }
     #[inline(always)]
+    fn lookup32(self, table: &[f32; 32]) -> Self {
+        F32x1(table[(self.0.to_bits() & 31) as usize])
+    }
+    #[inline(always)]
     fn abs_max_bits(self, acc: Self) -> Self {
         F32x1(f32::from_bits(
             (self.0.to_bits() & 0x7fff_ffff).max(acc.0.to_bits()),
