@@ -180,11 +180,12 @@ def softplus_table():
 
 
 def tanh_table():
-    """tanh(a) = c_i + t P_i(t), t = a - i w, i = floor(a / w) clamped to 31, w = 0.3125.
+    """tanh(a) = c_i + t P_i(t), t = a - i w, i = floor(a / w), w = 0.3125.
 
     Thirty-two intervals [i w, (i + 1) w] cover a = |x| up to 10 (tanh rounds to
-    1 from 9.01), fitted a little past both ends (the kernel's rounded a / w may
-    put a lane a hair outside). `t >= 0`, so `c_i` and `t P_i(t)` never cancel;
+    1 from 9.01; the kernel clamps a to 31.5 w, so i stops at 31), fitted a
+    little past both ends (the kernel's rounded a / w may put a lane a hair
+    outside). `t >= 0`, so `c_i` and `t P_i(t)` never cancel;
     interval 0 has `c_0 = 0`, keeping small arguments' relative precision. A
     degree-6 `P_i` reaches the f32 rounding of the `c_i` (3.6e-8; sixteen
     intervals of twice the width needed degree 8 for that, two more lookups per
