@@ -788,15 +788,14 @@ const TANH_STEP: f32 = 0.3125;
 const TANH_TABLE_MAX: f32 = 31.5 * TANH_STEP;
 
 /// `tanh x` as a piecewise polynomial: `tanh a = c_i + t P_i(t)`, `a = |x|`
-/// clamped to `TANH_ONE`, `i = floor(a / TANH_STEP)` clamped to 31, `t = a - i
-/// TANH_STEP` (exact, `>= 0`: `c_i` and `t P_i(t)` never cancel), `t P_i(t)` of
-/// degree 6, the sign restored. Seven lookups per vector (one `vpermi2ps` each on
-/// AVX-512, issued at `vpermps`'s rate) and six FMAs in the polynomial: sixteen
-/// intervals of twice the width needed degree 8 for the same error, nine lookups
-/// and eight FMAs, and with the index clamped besides ran 6 % slower on a Zen 4
-/// (session 40). Interval 0 has `c_0 = 0`
-/// and `t = a`, so small arguments keep full relative precision. NaN stays NaN
-/// (through `t`).
+/// clamped to `TANH_TABLE_MAX`, `i = floor(a / TANH_STEP)` (at most 31, by that
+/// clamp), `t = a - i TANH_STEP` (exact, `>= 0`: `c_i` and `t P_i(t)` never
+/// cancel), `t P_i(t)` of degree 6, the sign restored. Seven lookups per vector
+/// (one `vpermi2ps` each on AVX-512, issued at `vpermps`'s rate) and six FMAs in
+/// the polynomial: sixteen intervals of twice the width needed degree 8 for the
+/// same error, nine lookups and eight FMAs, and with the index clamped besides
+/// ran 6 % slower on a Zen 4 (session 40). Interval 0 has `c_0 = 0` and `t = a`,
+/// so small arguments keep full relative precision. NaN stays NaN (through `t`).
 #[inline(always)]
 fn tanh_table_v<V: Simd>(x: V) -> V {
     let a = x.abs().min_bound(TANH_TABLE_MAX);
