@@ -7,7 +7,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{QUIET_BIT, SQRT_HALF_BITS, Simd};
+use super::{QUIET_BIT, SQRT_HALF_BITS, Simd, halves};
 
 /// Eight f32 lanes in a ymm register.
 #[derive(Clone, Copy, Debug)]
@@ -488,23 +488,13 @@ impl Simd for F32x8 {
     }
     #[inline(always)]
     fn lookup32(self, table: &[f32; 32]) -> Self {
-        // SAFETY: `table` holds 32 f32, so the four 8-float loads are in bounds;
-        // loadu has no alignment requirement; AVX2 available (module docs). Each
-        // vpermps uses the low three bits of the index; bits 3 and 4, shifted
-        // into the sign bit, pick the quarter.
-        unsafe {
-            let i = _mm256_castps_si256(self.0);
-            let p = table.as_ptr();
-            let q0 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(p), i);
-            let q1 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(p.add(8)), i);
-            let q2 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(p.add(16)), i);
-            let q3 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(p.add(24)), i);
-            let bit3 = _mm256_castsi256_ps(_mm256_slli_epi32(i, 28));
-            let bit4 = _mm256_castsi256_ps(_mm256_slli_epi32(i, 27));
-            let low = _mm256_blendv_ps(q0, q1, bit3);
-            let high = _mm256_blendv_ps(q2, q3, bit3);
-            F32x8(_mm256_blendv_ps(low, high, bit4))
-        }
+        let (low, high) = halves(table);
+        // SAFETY: AVX2 available (module docs). Bit 4 of the index, shifted into
+        // the sign bit, picks the half.
+        F32x8(unsafe {
+            let pick = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(self.0), 27));
+            _mm256_blendv_ps(self.lookup16(low).0, self.lookup16(high).0, pick)
+        })
     }
     #[inline(always)]
     fn abs_max_bits(self, acc: Self) -> Self {

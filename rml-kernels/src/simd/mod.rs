@@ -276,6 +276,18 @@ pub(crate) const QUIET_BIT: i32 = 0x40_0000;
 /// them so the mantissa lands in `[√½, √2)` and the exponent borrows as needed.
 pub(crate) const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
 
+/// The two sixteen-entry halves of a [`Simd::lookup32`] table, for the ISAs that
+/// build that lookup from sixteen-entry ones.
+#[cfg(any(
+    target_arch = "x86_64",
+    all(target_arch = "aarch64", target_feature = "neon")
+))]
+#[inline(always)]
+pub(crate) fn halves(table: &[f32; 32]) -> (&[f32; 16], &[f32; 16]) {
+    let (low, rest) = table.split_first_chunk::<16>().expect("32 entries");
+    (low, rest.first_chunk::<16>().expect("32 entries"))
+}
+
 /// How many leading elements of `out` lie before its first byte aligned to a
 /// whole `V` vector of f32 (at most `out.len()`; 0 for one-lane types on f32, as
 /// an `f32` is always 4-byte aligned). Elementwise kernels

@@ -9,7 +9,7 @@
 use core::arch::aarch64::*;
 use core::arch::asm;
 
-use super::{SQRT_HALF_BITS, Simd};
+use super::{SQRT_HALF_BITS, Simd, halves};
 
 /// Four f32 lanes in a q register.
 #[derive(Clone, Copy, Debug)]
@@ -23,23 +23,30 @@ impl F32x4 {
     }
 }
 
-/// Sixteen f32 as the four byte vectors a `tbl`/`tbx` lookup reads, and the
-/// byte indices `4i..4i+3` of each lane's entry `i = bits & mask` (`mask` 15 or
-/// 31).
+/// Sixteen f32 as the four byte vectors a `tbl`/`tbx` lookup reads.
 #[inline(always)]
-fn table_bytes(table: &[f32; 16], lanes: float32x4_t, mask: u32) -> (uint8x16x4_t, uint8x16_t) {
+fn table_bytes(table: &[f32; 16]) -> uint8x16x4_t {
     let p = table.as_ptr();
     // SAFETY: `table` holds 16 f32 = 64 readable bytes; NEON is baseline.
     unsafe {
-        let i = vandq_u32(vreinterpretq_u32_f32(lanes), vdupq_n_u32(mask));
-        let bytes = vmlaq_u32(vdupq_n_u32(0x0302_0100), i, vdupq_n_u32(0x0404_0404));
-        let t = uint8x16x4_t(
+        uint8x16x4_t(
             vld1q_u8(p.cast()),
             vld1q_u8(p.add(4).cast()),
             vld1q_u8(p.add(8).cast()),
             vld1q_u8(p.add(12).cast()),
-        );
-        (t, vreinterpretq_u8_u32(bytes))
+        )
+    }
+}
+
+/// The byte indices `4i..4i+3` of each lane's table entry `i = bits & mask`
+/// (`mask` 15 or 31), as a `tbl`/`tbx` lookup takes them.
+#[inline(always)]
+fn entry_bytes(lanes: float32x4_t, mask: u32) -> uint8x16_t {
+    // SAFETY: NEON is baseline.
+    unsafe {
+        let i = vandq_u32(vreinterpretq_u32_f32(lanes), vdupq_n_u32(mask));
+        let bytes = vmlaq_u32(vdupq_n_u32(0x0302_0100), i, vdupq_n_u32(0x0404_0404));
+        vreinterpretq_u8_u32(bytes)
     }
 }
 
@@ -286,23 +293,22 @@ impl Simd for F32x4 {
     }
     #[inline(always)]
     fn lookup16(self, table: &[f32; 16]) -> Self {
-        let (t, bytes) = table_bytes(table, self.0, 15);
         // SAFETY: NEON is baseline.
-        F32x4(unsafe { vreinterpretq_f32_u8(vqtbl4q_u8(t, bytes)) })
+        F32x4(unsafe {
+            vreinterpretq_f32_u8(vqtbl4q_u8(table_bytes(table), entry_bytes(self.0, 15)))
+        })
     }
     #[inline(always)]
     fn lookup32(self, table: &[f32; 32]) -> Self {
-        let (low, rest) = table.split_first_chunk::<16>().expect("32 entries");
-        let high = rest.first_chunk::<16>().expect("32 entries");
-        let (low, bytes) = table_bytes(low, self.0, 31);
-        let (high, _) = table_bytes(high, self.0, 31);
+        let (low, high) = halves(table);
+        let bytes = entry_bytes(self.0, 31);
         // SAFETY: NEON is baseline. `tbl` reads the first 64 bytes (0 where an
         // index is past them), `tbx` the other 64 at the indices less 64 (keeping
         // the lanes that wrap below 0, out of its range).
         F32x4(unsafe {
-            let from_low = vqtbl4q_u8(low, bytes);
+            let from_low = vqtbl4q_u8(table_bytes(low), bytes);
             let high_bytes = vsubq_u8(bytes, vdupq_n_u8(64));
-            vreinterpretq_f32_u8(vqtbx4q_u8(from_low, high, high_bytes))
+            vreinterpretq_f32_u8(vqtbx4q_u8(from_low, table_bytes(high), high_bytes))
         })
     }
     #[inline(always)]
