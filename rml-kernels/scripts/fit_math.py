@@ -206,12 +206,22 @@ def tanh_table():
 
 def exp2_sixteenths():
     """`2^{j/16}` for j in 0..16, each rounded to the nearest f32 from its
-    float64 value (GELU's `e^{-a^2/2}` table, `EXP2_SIXTEENTHS`); entry 8 is
+    float64 value (`EXP2_SIXTEENTHS`: AVX-512's exp and GELU's `e^{-a^2/2}`); entry 8 is
     sqrt 2, which clippy wants spelled as the constant."""
     print("const EXP2_SIXTEENTHS: [f32; 16] = [")
     for j in range(16):
         value = "core::f32::consts::SQRT_2" if j == 8 else rust_f32(2.0 ** (j / 16))
         print(f"    {value},")
+    print("];")
+
+
+def exp2_sixteenths_lo():
+    """`2^{j/16}` less its f32 (`EXP2_SIXTEENTHS`), rounded to f32: the low
+    parts AVX-512's exp adds back (`EXP2_SIXTEENTHS_LO`)."""
+    print("const EXP2_SIXTEENTHS_LO: [f32; 16] = [")
+    for j in range(16):
+        value = 2.0 ** (j / 16)
+        print(f"    {rust_f32(value - float(np.float32(value)))},")
     print("];")
 
 
@@ -232,6 +242,11 @@ def main():
     r = cheb_grid(-math.log(2) / 2, math.log(2) / 2)
     q = (np.expm1(r) - r) / r**2
     report("EXP_Q", lawson(r, q, r**2 / np.exp(r), 4), r, q, r**2 / np.exp(r))
+
+    # The same for |r| <= ln2/32, AVX-512's exp after the 2^{j/16} table.
+    r = cheb_grid(-math.log(2) / 32, math.log(2) / 32)
+    q = (np.expm1(r) - r) / r**2
+    report("EXP16_Q", lawson(r, q, r**2 / np.exp(r), 1), r, q, r**2 / np.exp(r))
 
     # log(m) = 2s + s^3 R(s^2), s = (m-1)/(m+1), m in [sqrt(1/2), sqrt(2)).
     smax = (math.sqrt(2) - 1) / (math.sqrt(2) + 1)
@@ -273,6 +288,7 @@ def main():
     softplus_table()
     tanh_table()
     exp2_sixteenths()
+    exp2_sixteenths_lo()
 
 
 if __name__ == "__main__":
