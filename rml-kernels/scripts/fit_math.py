@@ -238,15 +238,14 @@ def report(name, c, u, target, weight):
 def main():
     erfc = np.vectorize(math.erfc)
 
-    # exp(r) = 1 + r + r^2 q(r), |r| <= ln2/2; relative error of exp.
-    r = cheb_grid(-math.log(2) / 2, math.log(2) / 2)
-    q = (np.expm1(r) - r) / r**2
-    report("EXP_Q", lawson(r, q, r**2 / np.exp(r), 4), r, q, r**2 / np.exp(r))
-
-    # The same for |r| <= ln2/32, AVX-512's exp after the 2^{j/16} table.
-    r = cheb_grid(-math.log(2) / 32, math.log(2) / 32)
-    q = (np.expm1(r) - r) / r**2
-    report("EXP16_Q", lawson(r, q, r**2 / np.exp(r), 1), r, q, r**2 / np.exp(r))
+    # exp(r) = 1 + r + r^2 q(r); relative error of exp. |r| <= ln2/2, and
+    # |r| <= ln2/32 for AVX-512's exp after the 2^{j/16} table.
+    for name, half_width, degree in [("EXP_Q", math.log(2) / 2, 4),
+                                     ("EXP16_Q", math.log(2) / 32, 1)]:
+        r = cheb_grid(-half_width, half_width)
+        q = (np.expm1(r) - r) / r**2
+        w = r**2 / np.exp(r)
+        report(name, lawson(r, q, w, degree), r, q, w)
 
     # log(m) = 2s + s^3 R(s^2), s = (m-1)/(m+1), m in [sqrt(1/2), sqrt(2)).
     smax = (math.sqrt(2) - 1) / (math.sqrt(2) + 1)

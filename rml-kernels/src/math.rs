@@ -735,11 +735,19 @@ fn exp_sixteenths<V: Simd, const LOW_PARTS: bool>(x: V) -> (V, V) {
     let r = w.mul_add(V::splat(-LN2_HI), x);
     let r = w.mul_add(V::splat(-LN2_LO), r);
     let m = r.mul(r).mul_add(horner(r, &EXP16_Q), r);
-    let t = s.lookup16(&EXP2_SIXTEENTHS);
     if LOW_PARTS {
+        let t = s.lookup16(&EXP2_SIXTEENTHS);
         return (w, t.mul_add(m, s.lookup16(&EXP2_SIXTEENTHS_LO)).add(t));
     }
-    (w, t.mul_add(m, t))
+    (w, times_two_sixteenths(s, m))
+}
+
+/// `2^{j/16} (1 + m)` as `T + T m`, one FMA, `T` from [`EXP2_SIXTEENTHS`] at the
+/// sixteenths `j` held in the low bits of `s` (a sum with [`ROUND_SIXTEENTHS`]).
+#[inline(always)]
+fn times_two_sixteenths<V: Simd>(s: V, m: V) -> V {
+    let t = s.lookup16(&EXP2_SIXTEENTHS);
+    t.mul_add(m, t)
 }
 
 /// `e^x - 1` for `x` in `[0, 88]`, with full relative precision near 0: `2^n
@@ -1398,8 +1406,7 @@ fn exp_neg_half_sq_v<V: Simd>(a: V) -> V {
         .mul_add(V::splat(-1.0 / 48.0), V::splat(0.125))
         .mul_add(rho, V::splat(-0.5))
         .mul(rho);
-    let two_j = s.lookup16(&EXP2_SIXTEENTHS);
-    two_j.mul_add(m, two_j).mul_pow2_floor(w)
+    times_two_sixteenths(s, m).mul_pow2_floor(w)
 }
 
 /// `x/2 (1 + erf(x / sqrt 2))` as `x/2 erfc(-x/sqrt2)` with `erfc(a) = e^{-a^2}
