@@ -247,6 +247,19 @@ def main():
         w = r**2 / np.exp(r)
         report(name, lawson(r, q, w, degree), r, q, w)
 
+    # 2^r = 1 + r P(r) for arguments in binary units (GELU-tanh's); relative
+    # error of 2^r. |r| <= 1/2, and |r| <= 1/32 after AVX-512's table. P's
+    # constant term is ln2 rounded to f32 and the rest is fitted around it:
+    # rounding a free fit's constant term would cost EXP2_P 1.6e-8 (3.6e-9 so).
+    # (math.rs writes that term as `core::f32::consts::LN_2`.)
+    ln2_f32 = float(np.float32(math.log(2)))
+    for name, half_width, degree in [("EXP2_P", 0.5, 5), ("EXP2_16_P", 1 / 32, 2)]:
+        r = cheb_grid(-half_width, half_width)
+        pp = np.expm1(r * math.log(2)) / r
+        w = r / np.exp2(r)
+        rest = lawson(r, (pp - ln2_f32) / r, w * r, degree - 1)
+        report(name, np.concatenate([[ln2_f32], rest]), r, pp, w)
+
     # log(m) = 2s + s^3 R(s^2), s = (m-1)/(m+1), m in [sqrt(1/2), sqrt(2)).
     smax = (math.sqrt(2) - 1) / (math.sqrt(2) + 1)
     s = cheb_grid(1e-4, smax)
