@@ -1866,13 +1866,13 @@ mod tests {
             let (n, p) = U::reduce(V::splat(a));
             p.mul_pow2_normal(n).store(&mut out[2]);
         });
-        let forms = ["table", "table with low parts", "reduce"];
-        for ((got, bound), form) in [(out[0][0], 1.1), (out[1][0], 0.65), (out[2][0], 1.25)]
-            .into_iter()
-            .zip(forms)
-        {
+        let unit = core::any::type_name::<U>();
+        for (got, bound, form) in [
+            (out[0][0], 1.1, "table"),
+            (out[1][0], 0.65, "table with low parts"),
+            (out[2][0], 1.25, "reduce"),
+        ] {
             let e = ulp_error(got, want);
-            let unit = core::any::type_name::<U>();
             let at = format!("{isa}: {unit} {form} at {a:e}, bound {bound}");
             assert!(e <= bound, "{at}: {got:e}, want {want:e} ({e} ulp)");
         }
