@@ -701,6 +701,19 @@ pub(crate) fn exp_v<V: Simd>(x: V) -> V {
     exp_scaled_v::<V, Natural, false>(x, 0.0)
 }
 
+/// `2^t`, for a caller whose argument comes in binary units at no cost (softmax,
+/// whose one FMA `x log2 e - max log2 e` replaces `x - max`): the reduction to
+/// `2^n` is a subtraction, where [`exp_v`]'s is a multiply and two FMAs (see
+/// [`Binary`]). Every input, on every path, as [`exp_v`].
+#[inline(always)]
+pub(crate) fn exp2_v<V: Simd>(t: V) -> V {
+    let normal = -EXP_NORMAL_LO * LOG2E;
+    if common_case(t, -normal, normal) {
+        return exp_normal_v::<V, Binary, false>(t);
+    }
+    exp_scaled_v::<V, Binary, false>(t, 0.0)
+}
+
 /// `(n, e^r - 1)` with `x = n ln2 + r`, `|r| <= ln2/2` (for `|x| < 126`):
 /// `e^r - 1 = r + r^2 q(r)`.
 #[inline(always)]
@@ -733,9 +746,9 @@ struct Natural;
 
 /// Binary arguments, `2^t`, for a caller that can fold `log2 e` into its own
 /// constants at no cost (GELU-tanh, where `t = 2u log2 e` is no less accurate
-/// than `2u`): `r = t - w` is exact, so the reduction is a subtraction where
-/// [`Natural`]'s is a multiply and two FMAs (AVX-512 GELU-tanh 1.17x faster in
-/// L1 on a Zen 4, session 42).
+/// than `2u`; softmax, through [`exp2_v`]): `r = t - w` is exact, so the
+/// reduction is a subtraction where [`Natural`]'s is a multiply and two FMAs
+/// (AVX-512 GELU-tanh 1.17x faster in L1 on a Zen 4, session 42).
 struct Binary;
 
 impl ExpUnit for Natural {

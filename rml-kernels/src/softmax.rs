@@ -10,13 +10,20 @@
 //! gives NaN (0/0), as in PyTorch. The maximum skips NaN (one `maxps` per vector
 //! instead of three instructions): a NaN still reaches every output, through its
 //! exponential in the sum.
+//!
+//! On the vector paths softmax and log-softmax take their exponentials in
+//! binary units: `2^{x log2 e − K}`, `K = max log2 e` rounded to f32, one FMA
+//! for the argument and a subtraction for its reduction, is `e^{x − max}` times
+//! one constant per row, which cancels in softmax's ratio and which log-softmax
+//! takes back out of `ln Σ`.
 
+use core::f32::consts::{LN_2, LOG2_E};
 use core::ops::Range;
 
 use rml_core::{Error, Result};
 
 use crate::elementwise::{check_rows, map_inplace, map_to, streams_out};
-use crate::math::exp_v;
+use crate::math::{exp_v, exp2_v};
 use crate::reduce::{row_max, row_max_skip_nan, streams};
 use crate::simd::{Simd, dispatch, head_len, prefetch_ahead, put, store_fence};
 
@@ -26,12 +33,97 @@ use crate::simd::{Simd, dispatch, head_len, prefetch_ahead, put, store_fence};
 /// where 128 MiB suffice.
 const SCRATCH_COLS: usize = 4096;
 
-/// `exp(v − m)` of two vectors, added to the accumulators of even and odd vectors
+/// How a row's exponentials `exp(x − max)` are formed.
+#[derive(Clone, Copy)]
+enum ExpForm {
+    /// `e^{x − max}` itself: for [`softmax_parts_inplace`], whose callers rescale
+    /// blocks by their maxima, and for rows whose `max log2 e` overflows.
+    Natural,
+    /// `2^{x log2 e − K}`, `K = max log2 e` rounded to f32: `e^{x − max}` times
+    /// `2^δ`, `δ = max log2 e − K` (`|δ| <= |max| 2^-23`), the same for the whole
+    /// row. One FMA forms the argument where `Natural` subtracts, and
+    /// [`exp2_v`]'s reduction is a subtraction where [`exp_v`]'s is a multiply and
+    /// two FMAs. Rounding the argument costs the exponential at most `2^-24 |x −
+    /// max|` relative in either form (`x − max` rounds too, save where it is
+    /// exact).
+    Binary,
+}
+
+impl ExpForm {
+    /// `Binary` on the vector paths where `max log2 e` is finite (every finite
+    /// `max` up to 2.3e38; an infinite or NaN `max` gives NaN exponentials either
+    /// way). The one-lane scalar path keeps `Natural`: its `mul_add` rounds
+    /// `x log2 e` before the shift, an error growing with `|x|`, not `|x − max|`.
+    #[inline(always)]
+    fn for_max<V: Simd>(max: f32) -> Self {
+        if V::LANES > 1 && ((max * LOG2_E).is_finite() || !max.is_finite()) {
+            ExpForm::Binary
+        } else {
+            ExpForm::Natural
+        }
+    }
+}
+
+/// What a row's exponential pass leaves: the row's maximum, the form its
+/// exponentials took and their sum.
+#[derive(Clone, Copy)]
+struct RowSum {
+    max: f32,
+    form: ExpForm,
+    sum: f32,
+}
+
+impl RowSum {
+    /// `ln Σ e^{x − max}`: `Binary` exponentials carry `2^δ`, so `δ ln 2` comes
+    /// off (exact: `δ` is the FMA's residual of the product that rounded to `K`).
+    #[inline(always)]
+    fn ln_sum(self) -> f32 {
+        let ln = libm::logf(self.sum);
+        match self.form {
+            ExpForm::Natural => ln,
+            ExpForm::Binary => {
+                let max = self.max;
+                let delta = libm::fmaf(max, LOG2_E, -(max * LOG2_E));
+                ln - delta * LN_2
+            }
+        }
+    }
+}
+
+/// The exponentials of one row's vectors in one [`ExpForm`] (`BINARY`), with the
+/// row's shift (`−max`, or `−max log2 e` rounded) in every lane.
+#[derive(Clone, Copy)]
+struct RowExp<V, const BINARY: bool> {
+    shift: V,
+}
+
+impl<V: Simd, const BINARY: bool> RowExp<V, BINARY> {
+    /// The form's shift for a row whose maximum is `max`.
+    #[inline(always)]
+    fn new(max: f32) -> Self {
+        let shift = if BINARY { -(max * LOG2_E) } else { -max };
+        Self {
+            shift: V::splat(shift),
+        }
+    }
+
+    /// `exp(x − max)`, in this form (`x + (−max)` is `x − max` to the bit).
+    #[inline(always)]
+    fn of(self, x: V) -> V {
+        if BINARY {
+            exp2_v(x.mul_add(V::splat(LOG2_E), self.shift))
+        } else {
+            exp_v(x.add(self.shift))
+        }
+    }
+}
+
+/// `exp(v − max)` of two vectors, added to the accumulators of even and odd vectors
 /// (fixed registers: an `acc[i & 1]` indexed by the loop counter lived on the stack,
 /// its adds going through store forwarding, 7 % of softmax's L1 time).
 #[inline(always)]
-fn exp_pair<V: Simd>([a, b]: [V; 2], m: V, acc: &mut [V; 2]) -> [V; 2] {
-    let (ea, eb) = (exp_v(a.sub(m)), exp_v(b.sub(m)));
+fn exp_pair<V: Simd, const B: bool>([a, b]: [V; 2], e: RowExp<V, B>, acc: &mut [V; 2]) -> [V; 2] {
+    let (ea, eb) = (e.of(a), e.of(b));
     acc[0] = acc[0].add(ea);
     acc[1] = acc[1].add(eb);
     [ea, eb]
@@ -40,17 +132,17 @@ fn exp_pair<V: Simd>([a, b]: [V; 2], m: V, acc: &mut [V; 2]) -> [V; 2] {
 /// The exponentials of the partial vector `v` (padded with `-inf`) stored to `dst`,
 /// and their sum in order.
 #[inline(always)]
-fn exp_tail<V: Simd>(v: V, m: V, dst: &mut [f32]) -> f32 {
+fn exp_tail<V: Simd, const B: bool>(v: V, e: RowExp<V, B>, dst: &mut [f32]) -> f32 {
     let mut buf = [0.0f32; crate::simd::MAX_LANES];
-    exp_v(v.sub(m)).store(&mut buf);
+    e.of(v).store(&mut buf);
     let t = dst.len();
     dst.copy_from_slice(&buf[..t]);
     buf[..t].iter().sum::<f32>()
 }
 
-/// `y = exp(x − max)`, returning the sum of `y`, calling `after_pair(i)` after
-/// the `i`-th pair of vectors (where the streamed rows write the previous row's
-/// output). With `stream`, it asks for the lines
+/// `y = exp(x − max)` in the form `form`, returning the sum of `y`, calling
+/// `after_pair(i)` after the `i`-th pair of vectors (where the streamed rows
+/// write the previous row's output). With `stream`, it asks for the lines
 /// [`STREAM_AHEAD_BYTES`](crate::simd::STREAM_AHEAD_BYTES) on, so that memory
 /// keeps fetching the next rows while this pass computes.
 #[inline(always)]
@@ -58,11 +150,27 @@ fn exp_sub_sum<V: Simd>(
     x: &[f32],
     y: &mut [f32],
     max: f32,
+    form: ExpForm,
+    stream: bool,
+    after_pair: impl FnMut(usize),
+) -> f32 {
+    match form {
+        ExpForm::Natural => exp_sum_to::<V, false>(x, y, max, stream, after_pair),
+        ExpForm::Binary => exp_sum_to::<V, true>(x, y, max, stream, after_pair),
+    }
+}
+
+/// [`exp_sub_sum`] in one form.
+#[inline(always)]
+fn exp_sum_to<V: Simd, const B: bool>(
+    x: &[f32],
+    y: &mut [f32],
+    max: f32,
     stream: bool,
     mut after_pair: impl FnMut(usize),
 ) -> f32 {
     let l = V::LANES;
-    let m = V::splat(max);
+    let e = RowExp::<V, B>::new(max);
     let pairs = x.len() - x.len() % (2 * l);
     let mut acc = [V::splat(0.0); 2];
     for (i, (xc, yc)) in x[..pairs]
@@ -73,7 +181,7 @@ fn exp_sub_sum<V: Simd>(
         if stream {
             prefetch_ahead(xc);
         }
-        let [ea, eb] = exp_pair([V::load(xc), V::load(&xc[l..])], m, &mut acc);
+        let [ea, eb] = exp_pair([V::load(xc), V::load(&xc[l..])], e, &mut acc);
         let (ya, yb) = yc.split_at_mut(l);
         ea.store(ya);
         eb.store(yb);
@@ -81,24 +189,26 @@ fn exp_sub_sum<V: Simd>(
     }
     let (mut x, mut y) = (&x[pairs..], &mut y[pairs..]);
     if x.len() >= l {
-        let e = exp_v(V::load(x).sub(m));
-        acc[0] = acc[0].add(e);
-        e.store(y);
+        let v = e.of(V::load(x));
+        acc[0] = acc[0].add(v);
+        v.store(y);
         (x, y) = (&x[l..], &mut y[l..]);
     }
     let mut sum = acc[0].add(acc[1]).reduce_sum();
     if !x.is_empty() {
-        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), m, y);
+        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), e, y);
     }
     sum
 }
 
-/// A row's maximum (NaN skipped) and `exps = exp(x − max)`, returning `(max, Σ
-/// exps)`.
+/// A row's maximum (NaN skipped) and `exps = exp(x − max)` in the form that
+/// maximum allows, with their sum.
 #[inline(always)]
-fn exps_of<V: Simd>(x: &[f32], exps: &mut [f32], stream: bool) -> (f32, f32) {
+fn exps_of<V: Simd>(x: &[f32], exps: &mut [f32], stream: bool) -> RowSum {
     let max = row_max_skip_nan::<V>(x, stream);
-    (max, exp_sub_sum::<V>(x, exps, max, stream, |_| {}))
+    let form = ExpForm::for_max::<V>(max);
+    let sum = exp_sub_sum::<V>(x, exps, max, form, stream, |_| {});
+    RowSum { max, form, sum }
 }
 
 /// `y = s · y` in place.
@@ -112,11 +222,11 @@ fn scale<V: Simd>(y: &mut [f32], s: f32) {
     );
 }
 
-/// `y = (x − max) − ln sum`, with the whole vectors past the caches when `S` (the
+/// `y = (x − max) − ln_sum`, with the whole vectors past the caches when `S` (the
 /// caller fences).
 #[inline(always)]
-fn write_log_softmax<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], max: f32, sum: f32) {
-    let (m, ls) = (V::splat(max), V::splat(libm::logf(sum)));
+fn write_log_softmax<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], max: f32, ln_sum: f32) {
+    let (m, ls) = (V::splat(max), V::splat(ln_sum));
     map_to::<V, S>(
         x,
         y,
@@ -128,16 +238,16 @@ fn write_log_softmax<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], max: f32,
 /// Softmax of one row, the exponentials through `y`.
 #[inline(always)]
 fn softmax_row<V: Simd>(x: &[f32], y: &mut [f32], stream: bool) {
-    let (_, sum) = exps_of::<V>(x, y, stream);
-    scale::<V>(y, 1.0 / sum);
+    let row = exps_of::<V>(x, y, stream);
+    scale::<V>(y, 1.0 / row.sum);
 }
 
 /// Log-softmax of one row: the exponentials go through `y` for their sum, then
 /// `y` is rewritten from `x`.
 #[inline(always)]
 fn log_softmax_row<V: Simd>(x: &[f32], y: &mut [f32], stream: bool) {
-    let (max, sum) = exps_of::<V>(x, y, stream);
-    write_log_softmax::<V, false>(x, y, max, sum);
+    let row = exps_of::<V>(x, y, stream);
+    write_log_softmax::<V, false>(x, y, row.max, row.ln_sum());
 }
 
 /// One streamed row's output, `y = exps · (1 / sum)` (softmax) or `y = (x − max)
@@ -159,11 +269,11 @@ struct OutRow<'a, V, const LOG: bool> {
 
 impl<'a, V: Simd, const LOG: bool> OutRow<'a, V, LOG> {
     #[inline(always)]
-    fn new(x: &'a [f32], exps: &'a mut [f32], y: &'a mut [f32], max: f32, sum: f32) -> Self {
+    fn new(x: &'a [f32], exps: &'a mut [f32], y: &'a mut [f32], row: RowSum) -> Self {
         let (a, b) = if LOG {
-            (V::splat(max), V::splat(libm::logf(sum)))
+            (V::splat(row.max), V::splat(row.ln_sum()))
         } else {
-            (V::splat(1.0 / sum), V::splat(0.0))
+            (V::splat(1.0 / row.sum), V::splat(0.0))
         };
         let head = head_len::<V, _>(y);
         Self {
@@ -234,22 +344,24 @@ fn streamed_rows<V: Simd, const LOG: bool>(x: &[f32], y: &mut [f32], cols: usize
         // whole (64 MiB, 1024 columns, medians of four paired sets: 54-61 ->
         // 58-68 % of `copy`, session 42).
         let max = row_max_skip_nan::<V>(xr, false);
+        let form = ExpForm::for_max::<V>(max);
         let sum = match pending.as_mut() {
             Some(out) => exp_sub_sum::<V>(
                 xr,
                 &mut exps[..cols],
                 max,
+                form,
                 true,
                 #[inline(always)]
                 |_| out.pair(),
             ),
-            None => exp_sub_sum::<V>(xr, &mut exps[..cols], max, true, |_| {}),
+            None => exp_sub_sum::<V>(xr, &mut exps[..cols], max, form, true, |_| {}),
         };
         free = match pending.take() {
             Some(out) => out.finish(),
             None => core::mem::take(&mut second),
         };
-        pending = Some(OutRow::new(xr, exps, yr, max, sum));
+        pending = Some(OutRow::new(xr, exps, yr, RowSum { max, form, sum }));
     }
     if let Some(out) = pending {
         out.finish();
@@ -325,7 +437,7 @@ pub fn softmax_rows_inplace(x: &mut [f32], cols: usize) -> Result<()> {
     dispatch!(|V| {
         for r in x.chunks_exact_mut(cols) {
             let max = row_max_skip_nan::<V>(r, stream);
-            let sum = exp_sub_sum_inplace::<V>(r, max);
+            let sum = exp_sub_sum_inplace::<V>(r, max, ExpForm::for_max::<V>(max));
             scale::<V>(r, 1.0 / sum);
         }
     });
@@ -338,7 +450,10 @@ pub fn softmax_rows_inplace(x: &mut [f32], cols: usize) -> Result<()> {
 ///
 /// For attention over blocks of positions (split-K, "flash-decoding"): each block
 /// keeps its own maximum, and the blocks are combined later by rescaling with
-/// `exp(max_block − max_all)`, so no block waits for the others.
+/// `exp(max_block − max_all)`, so no block waits for the others. The
+/// exponentials here are `e^{x − max}` themselves, with no constant of the
+/// row's in them (softmax and log-softmax take theirs in binary units: see the
+/// module docs).
 ///
 /// Errors: [`Error::LengthMismatch`] when `x.len()` is not a multiple of `cols` or
 /// `maxes`/`sums` do not hold one value per row.
@@ -374,35 +489,45 @@ pub fn softmax_parts_inplace(
             .zip(sums.iter_mut())
         {
             *m = row_max::<V>(r, stream);
-            *s = exp_sub_sum_inplace::<V>(r, *m);
+            *s = exp_sub_sum_inplace::<V>(r, *m, ExpForm::Natural);
         }
     });
     Ok(())
 }
 
-/// `x = exp(x − max)` in place, returning the sum of the new `x`.
+/// `x = exp(x − max)` in place in the form `form`, returning the sum of the new
+/// `x`.
 #[inline(always)]
-fn exp_sub_sum_inplace<V: Simd>(x: &mut [f32], max: f32) -> f32 {
+fn exp_sub_sum_inplace<V: Simd>(x: &mut [f32], max: f32, form: ExpForm) -> f32 {
+    match form {
+        ExpForm::Natural => exp_sum_inplace::<V, false>(x, max),
+        ExpForm::Binary => exp_sum_inplace::<V, true>(x, max),
+    }
+}
+
+/// [`exp_sub_sum_inplace`] in one form.
+#[inline(always)]
+fn exp_sum_inplace<V: Simd, const B: bool>(x: &mut [f32], max: f32) -> f32 {
     let l = V::LANES;
-    let m = V::splat(max);
+    let e = RowExp::<V, B>::new(max);
     let pairs = x.len() - x.len() % (2 * l);
     let (xp, mut x) = x.split_at_mut(pairs);
     let mut acc = [V::splat(0.0); 2];
     for c in xp.chunks_exact_mut(2 * l) {
-        let [ea, eb] = exp_pair([V::load(c), V::load(&c[l..])], m, &mut acc);
+        let [ea, eb] = exp_pair([V::load(c), V::load(&c[l..])], e, &mut acc);
         let (ca, cb) = c.split_at_mut(l);
         ea.store(ca);
         eb.store(cb);
     }
     if x.len() >= l {
-        let e = exp_v(V::load(x).sub(m));
-        acc[0] = acc[0].add(e);
-        e.store(x);
+        let v = e.of(V::load(x));
+        acc[0] = acc[0].add(v);
+        v.store(x);
         x = &mut x[l..];
     }
     let mut sum = acc[0].add(acc[1]).reduce_sum();
     if !x.is_empty() {
-        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), m, x);
+        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), e, x);
     }
     sum
 }

@@ -438,10 +438,14 @@ fn log_softmax_matches_rml_core() {
     let mut rng = Rng::new(4);
     for_each_isa(|isa| {
         for &cols in SIZES.iter().filter(|&&c| c > 0) {
-            for scale in [1.0f32, 30.0] {
+            // Rows around 1000 too: the vector paths' exponentials carry a
+            // constant of the row's (up to 1000 · 2^-23 in the exponent), which
+            // must come back out of `ln Σ`.
+            for (scale, offset) in [(1.0f32, 0.0f32), (30.0, 0.0), (2.0, 1000.0)] {
                 let rows = 3;
                 let mut x = vec![0.0f32; rows * cols];
                 rng.fill(&mut x, -scale, scale);
+                x.iter_mut().for_each(|v| *v += offset);
                 if cols > 2 {
                     x[cols + 1] = f32::NEG_INFINITY;
                 }
@@ -532,6 +536,14 @@ fn softmax_matches_reference() {
         assert!(y.iter().all(|v| v.is_nan()));
         softmax_rows(&[1000.0, 1000.0, -1000.0], 3, 0..1, &mut y).unwrap();
         assert_eq!(y, [0.5, 0.5, 0.0]);
+        // A maximum whose `max · log2 e` overflows f32 (the vector paths then
+        // take `e^{x − max}` as it stands).
+        let huge = [3e38, -1.0, 3e38];
+        softmax_rows(&huge, 3, 0..1, &mut y).unwrap();
+        assert_eq!(y, [0.5, 0.0, 0.5], "{}", isa.name());
+        log_softmax_rows(&huge, 3, 0..1, &mut y).unwrap();
+        let ln2 = std::f32::consts::LN_2;
+        assert_eq!(y, [-ln2, -3e38, -ln2], "{}", isa.name());
         // A NaN or +inf anywhere in a longer row (whole vectors and the tail; the
         // row maximum skips NaN, the sum of exponentials carries it) gives NaN
         // everywhere, from all three entry points.
