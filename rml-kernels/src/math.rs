@@ -1861,6 +1861,55 @@ mod tests {
         });
     }
 
+    /// [`exp2_v`] (softmax's exponential) against f64 `exp2` on every path, within
+    /// [`EXP_MAX_ULP`] (subnormal results in their spacing): each value of the
+    /// common range alone in a vector, which then takes the common case, and
+    /// beside a NaN, which sends the vector down the full path, with the same bits
+    /// both ways; and the full path's own range (subnormal results, underflow,
+    /// overflow, infinities, NaN).
+    #[test]
+    fn exp2_same_bits_on_both_paths_within_bound() {
+        let n = test_len(100_000, 24);
+        let common = (0..=n).map(|i| -125.0 + 250.0 * i as f32 / n as f32);
+        let edges = [-125.5, -125.0, -124.5, -0.5, 0.5, 124.5, 125.0, 125.5];
+        let full = [
+            -126.5,
+            -130.3,
+            -149.0,
+            -149.5,
+            -150.0,
+            -151.0,
+            -180.0,
+            -1e30,
+            127.5,
+            127.999_99,
+            128.0,
+            200.0,
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+            f32::NAN,
+        ];
+        let ts: Vec<f32> = common.chain(edges.iter().flat_map(|&e| near(e))).collect();
+        for_each_isa(|isa| {
+            for &t in ts.iter().chain(&full) {
+                let mut beside_nan = [f32::NAN; MAX_LANES];
+                beside_nan[0] = t;
+                let mut out = [[0.0f32; MAX_LANES]; 2];
+                dispatch!(|V| {
+                    exp2_v(V::splat(t)).store(&mut out[0]);
+                    exp2_v(V::load(&beside_nan)).store(&mut out[1]);
+                });
+                let (alone, mixed) = (out[0][0], out[1][0]);
+                let want = libm::exp2(f64::from(t));
+                let e = ulp_error(alone, want);
+                let at = format!("{}: exp2({t:e}) = {alone:e}", isa.name());
+                assert!(e <= EXP_MAX_ULP, "{at}, want {want:e} ({e} ulp)");
+                let same = alone.to_bits() == mixed.to_bits() || alone.is_nan() && mixed.is_nan();
+                assert!(same, "{at} alone, {mixed:e} beside a NaN");
+            }
+        });
+    }
+
     /// `a` and the two f32s either side of it.
     fn near(a: f32) -> [f32; 5] {
         let (down, up) = (a.next_down(), a.next_up());
