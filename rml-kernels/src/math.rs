@@ -693,25 +693,21 @@ fn horner<V: Simd>(x: V, c: &[f32]) -> V {
 /// `e^x`.
 #[inline(always)]
 pub(crate) fn exp_v<V: Simd>(x: V) -> V {
-    // Common case: every result a normal f32, so one scaling by 2^n and no clamp
-    // (the same bits: both scalings of the full path are exact there).
-    if common_case(x, EXP_NORMAL_LO, -EXP_NORMAL_LO) {
-        return exp_normal_v::<V, Natural, false>(x);
-    }
-    exp_scaled_v::<V, Natural, false>(x, 0.0)
+    exp_in::<V, Natural>(x)
 }
 
-/// `2^t`, for a caller whose argument comes in binary units at no cost (softmax,
-/// whose one FMA `x log2 e - max log2 e` replaces `x - max`): the reduction to
-/// `2^n` is a subtraction, where [`exp_v`]'s is a multiply and two FMAs (see
-/// [`Binary`]). Every input, on every path, as [`exp_v`].
+/// The exponential of `a` in unit `U` (`e^a`, or `2^a` for a caller whose
+/// argument comes in binary units at no cost: softmax, whose one FMA `x log2 e -
+/// max log2 e` replaces `x - max`). Every input, on every path.
 #[inline(always)]
-pub(crate) fn exp2_v<V: Simd>(t: V) -> V {
-    let normal = -EXP_NORMAL_LO * LOG2E;
-    if common_case(t, -normal, normal) {
-        return exp_normal_v::<V, Binary, false>(t);
+pub(crate) fn exp_in<V: Simd, U: ExpUnit>(a: V) -> V {
+    // Common case: every result a normal f32, so one scaling by 2^n and no clamp
+    // (the same bits: both scalings of the full path are exact there).
+    let normal = -EXP_NORMAL_LO * U::E;
+    if common_case(a, -normal, normal) {
+        return exp_normal_v::<V, U, false>(a);
     }
-    exp_scaled_v::<V, Binary, false>(t, 0.0)
+    exp_scaled_v::<V, U, false>(a, 0.0)
 }
 
 /// `(n, e^r - 1)` with `x = n ln2 + r`, `|r| <= ln2/2` (for `|x| < 126`):
@@ -727,7 +723,7 @@ fn expm1_reduce<V: Simd>(x: V) -> (V, V) {
 /// The unit an exponential's argument `a` comes in: [`Natural`] for `e^a`,
 /// [`Binary`] for `2^a`. Each reduces `a` to `2^n e^r` for the polynomial, or
 /// on AVX-512's table to `2^{k + j/16} e^r`.
-trait ExpUnit {
+pub(crate) trait ExpUnit {
     /// The argument that stands for `e^1` (`1`, or `log2 e`): range limits
     /// written for natural arguments scale by it.
     const E: f32;
@@ -742,14 +738,14 @@ trait ExpUnit {
 
 /// Natural arguments, `e^x`: `r = x - w ln2` by two FMAs on the two parts of
 /// `ln2` (Cody–Waite), `w` rounded from `x log2 e`.
-struct Natural;
+pub(crate) struct Natural;
 
 /// Binary arguments, `2^t`, for a caller that can fold `log2 e` into its own
 /// constants at no cost (GELU-tanh, where `t = 2u log2 e` is no less accurate
-/// than `2u`; softmax, through [`exp2_v`]): `r = t - w` is exact, so the
+/// than `2u`; softmax, through [`exp_in`]): `r = t - w` is exact, so the
 /// reduction is a subtraction where [`Natural`]'s is a multiply and two FMAs
 /// (AVX-512 GELU-tanh 1.17x faster in L1 on a Zen 4, session 42).
-struct Binary;
+pub(crate) struct Binary;
 
 impl ExpUnit for Natural {
     const E: f32 = 1.0;
@@ -1861,7 +1857,7 @@ mod tests {
         });
     }
 
-    /// [`exp2_v`] (softmax's exponential) against f64 `exp2` on every path, within
+    /// [`exp_in`] in binary units (softmax's) against f64 `exp2` on every path, within
     /// [`EXP_MAX_ULP`] (subnormal results in their spacing): each value of the
     /// common range alone in a vector, which then takes the common case, and
     /// beside a NaN, which sends the vector down the full path, with the same bits
@@ -1896,8 +1892,8 @@ mod tests {
                 beside_nan[0] = t;
                 let mut out = [[0.0f32; MAX_LANES]; 2];
                 dispatch!(|V| {
-                    exp2_v(V::splat(t)).store(&mut out[0]);
-                    exp2_v(V::load(&beside_nan)).store(&mut out[1]);
+                    exp_in::<V, Binary>(V::splat(t)).store(&mut out[0]);
+                    exp_in::<V, Binary>(V::load(&beside_nan)).store(&mut out[1]);
                 });
                 let (alone, mixed) = (out[0][0], out[1][0]);
                 let want = libm::exp2(f64::from(t));

@@ -17,13 +17,14 @@
 //! one constant per row, which cancels in softmax's ratio and which log-softmax
 //! takes back out of `ln Σ`.
 
-use core::f32::consts::{LN_2, LOG2_E};
+use core::f32::consts::LN_2;
+use core::marker::PhantomData;
 use core::ops::Range;
 
 use rml_core::{Error, Result};
 
 use crate::elementwise::{check_rows, map_inplace, map_to, streams_out};
-use crate::math::{exp_v, exp2_v};
+use crate::math::{Binary, ExpUnit, Natural, exp_in};
 use crate::reduce::{row_max, row_max_skip_nan, streams};
 use crate::simd::{Simd, dispatch, head_len, prefetch_ahead, put, store_fence};
 
@@ -42,7 +43,7 @@ enum ExpForm {
     /// `2^{x log2 e − K}`, `K = max log2 e` rounded to f32: `e^{x − max}` times
     /// `2^δ`, `δ = max log2 e − K` (`|δ| <= |max| 2^-23`), the same for the whole
     /// row. One FMA forms the argument where `Natural` subtracts, and
-    /// [`exp2_v`]'s reduction is a subtraction where [`exp_v`]'s is a multiply and
+    /// [`Binary`]'s reduction is a subtraction where [`Natural`]'s is a multiply and
     /// two FMAs. Rounding the argument costs the exponential at most `2^-24 |x −
     /// max|` relative in either form (`x − max` rounds too, save where it is
     /// exact); `log2 e` in f32, 1.3e-8 below its value, adds `1.3e-8 |x − max|`
@@ -58,7 +59,7 @@ impl ExpForm {
     /// `x log2 e` before the shift, an error growing with `|x|`, not `|x − max|`.
     #[inline(always)]
     fn for_max<V: Simd>(max: f32) -> Self {
-        if V::LANES > 1 && ((max * LOG2_E).is_finite() || !max.is_finite()) {
+        if V::LANES > 1 && ((max * Binary::E).is_finite() || !max.is_finite()) {
             ExpForm::Binary
         } else {
             ExpForm::Natural
@@ -85,38 +86,36 @@ impl RowSum {
             ExpForm::Natural => ln,
             ExpForm::Binary => {
                 let max = self.max;
-                let delta = libm::fmaf(max, LOG2_E, -(max * LOG2_E));
+                let delta = libm::fmaf(max, Binary::E, -(max * Binary::E));
                 ln - delta * LN_2
             }
         }
     }
 }
 
-/// The exponentials of one row's vectors in one [`ExpForm`] (`BINARY`), with the
-/// row's shift (`−max`, or `−max log2 e` rounded) in every lane.
-#[derive(Clone, Copy)]
-struct RowExp<V, const BINARY: bool> {
+/// The exponentials of one row's vectors in unit `U` (the [`ExpForm`]: `Natural`
+/// or `Binary`), with the row's shift `−max U::E` (`−max`, or `−max log2 e`
+/// rounded) in every lane.
+struct RowExp<V, U> {
     shift: V,
+    unit: PhantomData<U>,
 }
 
-impl<V: Simd, const BINARY: bool> RowExp<V, BINARY> {
-    /// The form's shift for a row whose maximum is `max`.
+impl<V: Simd, U: ExpUnit> RowExp<V, U> {
+    /// The shift for a row whose maximum is `max`.
     #[inline(always)]
     fn new(max: f32) -> Self {
-        let shift = if BINARY { -(max * LOG2_E) } else { -max };
         Self {
-            shift: V::splat(shift),
+            shift: V::splat(-(max * U::E)),
+            unit: PhantomData,
         }
     }
 
-    /// `exp(x − max)`, in this form (`x + (−max)` is `x − max` to the bit).
+    /// `exp(x − max)` in this unit: the argument `x U::E − max U::E` in one
+    /// rounding (for `Natural`, `x · 1 − max`: `x − max` to the bit).
     #[inline(always)]
-    fn of(self, x: V) -> V {
-        if BINARY {
-            exp2_v(x.mul_add(V::splat(LOG2_E), self.shift))
-        } else {
-            exp_v(x.add(self.shift))
-        }
+    fn of(&self, x: V) -> V {
+        exp_in::<V, U>(x.mul_add(V::splat(U::E), self.shift))
     }
 }
 
@@ -124,7 +123,7 @@ impl<V: Simd, const BINARY: bool> RowExp<V, BINARY> {
 /// (fixed registers: an `acc[i & 1]` indexed by the loop counter lived on the stack,
 /// its adds going through store forwarding, 7 % of softmax's L1 time).
 #[inline(always)]
-fn exp_pair<V: Simd, const B: bool>([a, b]: [V; 2], e: RowExp<V, B>, acc: &mut [V; 2]) -> [V; 2] {
+fn exp_pair<V: Simd, U: ExpUnit>([a, b]: [V; 2], e: &RowExp<V, U>, acc: &mut [V; 2]) -> [V; 2] {
     let (ea, eb) = (e.of(a), e.of(b));
     acc[0] = acc[0].add(ea);
     acc[1] = acc[1].add(eb);
@@ -134,7 +133,7 @@ fn exp_pair<V: Simd, const B: bool>([a, b]: [V; 2], e: RowExp<V, B>, acc: &mut [
 /// The exponentials of the partial vector `v` (padded with `-inf`) stored to `dst`,
 /// and their sum in order.
 #[inline(always)]
-fn exp_tail<V: Simd, const B: bool>(v: V, e: RowExp<V, B>, dst: &mut [f32]) -> f32 {
+fn exp_tail<V: Simd, U: ExpUnit>(v: V, e: &RowExp<V, U>, dst: &mut [f32]) -> f32 {
     let mut buf = [0.0f32; crate::simd::MAX_LANES];
     e.of(v).store(&mut buf);
     let t = dst.len();
@@ -157,14 +156,14 @@ fn exp_sub_sum<V: Simd>(
     after_pair: impl FnMut(usize),
 ) -> f32 {
     match form {
-        ExpForm::Natural => exp_sum_to::<V, false>(x, y, max, stream, after_pair),
-        ExpForm::Binary => exp_sum_to::<V, true>(x, y, max, stream, after_pair),
+        ExpForm::Natural => exp_sum_to::<V, Natural>(x, y, max, stream, after_pair),
+        ExpForm::Binary => exp_sum_to::<V, Binary>(x, y, max, stream, after_pair),
     }
 }
 
 /// [`exp_sub_sum`] in one form.
 #[inline(always)]
-fn exp_sum_to<V: Simd, const B: bool>(
+fn exp_sum_to<V: Simd, U: ExpUnit>(
     x: &[f32],
     y: &mut [f32],
     max: f32,
@@ -172,7 +171,7 @@ fn exp_sum_to<V: Simd, const B: bool>(
     mut after_pair: impl FnMut(usize),
 ) -> f32 {
     let l = V::LANES;
-    let e = RowExp::<V, B>::new(max);
+    let e = RowExp::<V, U>::new(max);
     let pairs = x.len() - x.len() % (2 * l);
     let mut acc = [V::splat(0.0); 2];
     for (i, (xc, yc)) in x[..pairs]
@@ -183,7 +182,7 @@ fn exp_sum_to<V: Simd, const B: bool>(
         if stream {
             prefetch_ahead(xc);
         }
-        let [ea, eb] = exp_pair([V::load(xc), V::load(&xc[l..])], e, &mut acc);
+        let [ea, eb] = exp_pair([V::load(xc), V::load(&xc[l..])], &e, &mut acc);
         let (ya, yb) = yc.split_at_mut(l);
         ea.store(ya);
         eb.store(yb);
@@ -198,7 +197,7 @@ fn exp_sum_to<V: Simd, const B: bool>(
     }
     let mut sum = acc[0].add(acc[1]).reduce_sum();
     if !x.is_empty() {
-        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), e, y);
+        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), &e, y);
     }
     sum
 }
@@ -502,21 +501,21 @@ pub fn softmax_parts_inplace(
 #[inline(always)]
 fn exp_sub_sum_inplace<V: Simd>(x: &mut [f32], max: f32, form: ExpForm) -> f32 {
     match form {
-        ExpForm::Natural => exp_sum_inplace::<V, false>(x, max),
-        ExpForm::Binary => exp_sum_inplace::<V, true>(x, max),
+        ExpForm::Natural => exp_sum_inplace::<V, Natural>(x, max),
+        ExpForm::Binary => exp_sum_inplace::<V, Binary>(x, max),
     }
 }
 
 /// [`exp_sub_sum_inplace`] in one form.
 #[inline(always)]
-fn exp_sum_inplace<V: Simd, const B: bool>(x: &mut [f32], max: f32) -> f32 {
+fn exp_sum_inplace<V: Simd, U: ExpUnit>(x: &mut [f32], max: f32) -> f32 {
     let l = V::LANES;
-    let e = RowExp::<V, B>::new(max);
+    let e = RowExp::<V, U>::new(max);
     let pairs = x.len() - x.len() % (2 * l);
     let (xp, mut x) = x.split_at_mut(pairs);
     let mut acc = [V::splat(0.0); 2];
     for c in xp.chunks_exact_mut(2 * l) {
-        let [ea, eb] = exp_pair([V::load(c), V::load(&c[l..])], e, &mut acc);
+        let [ea, eb] = exp_pair([V::load(c), V::load(&c[l..])], &e, &mut acc);
         let (ca, cb) = c.split_at_mut(l);
         ea.store(ca);
         eb.store(cb);
@@ -529,7 +528,7 @@ fn exp_sum_inplace<V: Simd, const B: bool>(x: &mut [f32], max: f32) -> f32 {
     }
     let mut sum = acc[0].add(acc[1]).reduce_sum();
     if !x.is_empty() {
-        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), e, x);
+        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), &e, x);
     }
     sum
 }
