@@ -173,7 +173,11 @@ pub(crate) fn row_max<V: Simd>(x: &[f32], stream: bool) -> f32 {
         #[inline(always)]
         |v, (max, bits)| (v.max_skip_nan(max), v.abs_max_bits(bits)),
     );
-    if max_of_four(acc.map(|(_, bits)| bits)).is_nan() {
+    // Integer maxima of the patterns, which as floats are NaN exactly where a
+    // value was.
+    let [a, b, c, d] = acc.map(|(_, bits)| bits);
+    let bits = a.abs_max_bits(b).abs_max_bits(c.abs_max_bits(d));
+    if bits.reduce_max().is_nan() {
         return f32::NAN;
     }
     max_of_four(acc.map(|(max, _)| max))
@@ -193,10 +197,11 @@ pub(crate) fn row_max_skip_nan<V: Simd>(x: &[f32], stream: bool) -> f32 {
     ))
 }
 
-/// The largest lane of four accumulators, pairwise (NaN if any lane is NaN).
+/// The largest lane of four accumulators free of NaN, pairwise.
 #[inline(always)]
 fn max_of_four<V: Simd>([a, b, c, d]: [V; 4]) -> f32 {
-    a.max(b).max(c.max(d)).reduce_max()
+    let ab = a.max_skip_nan(b);
+    ab.max_skip_nan(c.max_skip_nan(d)).reduce_max()
 }
 
 /// A row folded by `step(value, accumulator)` into four independent
@@ -666,4 +671,40 @@ pub fn sum_rows_f64(x: &[f32], cols: usize, mean: bool, out: &mut [f32]) -> Resu
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::for_each_isa;
+
+    /// `Simd::reduce_max` on every path (a NaN test, then a tree of plain
+    /// maxima): the largest value found in each lane, among negatives, zeros and
+    /// `-inf`; a NaN of either sign in any lane gives NaN; against the lanes'
+    /// `f32::max` fold.
+    #[test]
+    fn reduce_max_finds_every_lane_and_any_nan() {
+        let neg_inf = f32::NEG_INFINITY;
+        let fill = [-3.5f32, neg_inf, -0.0, -1e-30, 0.0, -7.0, -2.0, -0.5];
+        for_each_isa(|isa| {
+            let lanes = dispatch!(|V| V::LANES);
+            for at in 0..lanes {
+                for special in [2.5f32, f32::INFINITY, f32::NAN, -f32::NAN] {
+                    let mut v = [0.0f32; MAX_LANES];
+                    for (i, x) in v.iter_mut().enumerate() {
+                        *x = fill[(i + at) % fill.len()];
+                    }
+                    v[at] = special;
+                    let got = dispatch!(|V| V::load(&v).reduce_max());
+                    let want = v[..lanes].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let ok = if special.is_nan() {
+                        got.is_nan()
+                    } else {
+                        got == want
+                    };
+                    assert!(ok, "{}: {special} in lane {at}: {got}", isa.name());
+                }
+            }
+        });
+    }
 }

@@ -470,8 +470,12 @@ impl Simd for F32x16 {
     }
     #[inline(always)]
     fn reduce_max(self) -> f32 {
+        // SAFETY: AVX-512F available (module docs).
+        if unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0) } != 0 {
+            return f32::NAN;
+        }
         let (lo, hi) = self.halves();
-        lo.max(hi).reduce_max()
+        lo.max_skip_nan(hi).reduce_max_ordered()
     }
 }
 
