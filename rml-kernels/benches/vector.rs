@@ -32,6 +32,10 @@ const L1: usize = 2048;
 const BIG: usize = 16 << 20;
 /// Row length of the row kernels (softmax, norms, reductions).
 const COLS: usize = 1024;
+/// Row length of the short-row cases (`softmax_short`, `max_short`): attention
+/// scores over a short context, where a row's horizontal reductions and
+/// divisions weigh as much as its loops.
+const SHORT_COLS: usize = 64;
 
 /// The paths to time: (label, ISA, problem size). "best" is the ISA `RML_ISA` names,
 /// else the best this machine supports.
@@ -196,7 +200,7 @@ fn bench_rows(c: &mut Criterion) {
         |n| 8 * n as u64,
         |n| rms_norm_rows(&x[..n], COLS, 0..n / COLS, Some(&g), 1e-5, &mut y[..n]).expect("shapes"),
     );
-    let mut out = common::buffer(BIG / COLS);
+    let mut out = common::buffer(BIG / SHORT_COLS);
     for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Variance] {
         run(
             c,
@@ -205,6 +209,21 @@ fn bench_rows(c: &mut Criterion) {
             |n| reduce_rows(op, &x[..n], COLS, 0..n / COLS, &mut out[..n / COLS]).expect("shapes"),
         );
     }
+    run(
+        c,
+        "softmax_short",
+        |n| 8 * n as u64,
+        |n| softmax_rows(&x[..n], SHORT_COLS, 0..n / SHORT_COLS, &mut y[..n]).expect("shapes"),
+    );
+    run(
+        c,
+        "max_short",
+        |n| 4 * n as u64,
+        |n| {
+            let (rows, out) = (0..n / SHORT_COLS, &mut out[..n / SHORT_COLS]);
+            reduce_rows(ReduceOp::Max, &x[..n], SHORT_COLS, rows, out).expect("shapes")
+        },
+    );
 }
 
 fn bench_convert(c: &mut Criterion) {
