@@ -179,12 +179,14 @@ fn bench_rows(c: &mut Criterion) {
     let g = data(COLS, 0.5, 1.5);
     let b = data(COLS, -1.0, 1.0);
     let mut y = common::buffer(BIG);
-    run(
-        c,
-        "softmax",
-        |n| 8 * n as u64,
-        |n| softmax_rows(&x[..n], COLS, 0..n / COLS, &mut y[..n]).expect("shapes"),
-    );
+    for (name, cols) in [("softmax", COLS), ("softmax_short", SHORT_COLS)] {
+        run(
+            c,
+            name,
+            |n| 8 * n as u64,
+            |n| softmax_rows(&x[..n], cols, 0..n / cols, &mut y[..n]).expect("shapes"),
+        );
+    }
     run(
         c,
         "layer_norm",
@@ -201,29 +203,24 @@ fn bench_rows(c: &mut Criterion) {
         |n| rms_norm_rows(&x[..n], COLS, 0..n / COLS, Some(&g), 1e-5, &mut y[..n]).expect("shapes"),
     );
     let mut out = common::buffer(BIG / SHORT_COLS);
-    for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Variance] {
+    let reductions = [
+        (ReduceOp::Sum, COLS),
+        (ReduceOp::Max, COLS),
+        (ReduceOp::Variance, COLS),
+        (ReduceOp::Max, SHORT_COLS),
+    ];
+    for (op, cols) in reductions {
+        let name = match cols {
+            COLS => op.name().to_string(),
+            _ => format!("{}_short", op.name()),
+        };
         run(
             c,
-            op.name(),
+            &name,
             |n| 4 * n as u64,
-            |n| reduce_rows(op, &x[..n], COLS, 0..n / COLS, &mut out[..n / COLS]).expect("shapes"),
+            |n| reduce_rows(op, &x[..n], cols, 0..n / cols, &mut out[..n / cols]).expect("shapes"),
         );
     }
-    run(
-        c,
-        "softmax_short",
-        |n| 8 * n as u64,
-        |n| softmax_rows(&x[..n], SHORT_COLS, 0..n / SHORT_COLS, &mut y[..n]).expect("shapes"),
-    );
-    run(
-        c,
-        "max_short",
-        |n| 4 * n as u64,
-        |n| {
-            let (rows, out) = (0..n / SHORT_COLS, &mut out[..n / SHORT_COLS]);
-            reduce_rows(ReduceOp::Max, &x[..n], SHORT_COLS, rows, out).expect("shapes")
-        },
-    );
 }
 
 fn bench_convert(c: &mut Criterion) {

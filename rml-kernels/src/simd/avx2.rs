@@ -562,16 +562,11 @@ impl Simd for F32x8 {
     }
     #[inline(always)]
     fn reduce_sum(self) -> f32 {
-        // SAFETY: AVX available (module docs).
-        unsafe {
-            let s = _mm_add_ps(
-                _mm256_castps256_ps128(self.0),
-                _mm256_extractf128_ps::<1>(self.0),
-            );
-            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            let s = _mm_add_ss(s, _mm_shuffle_ps::<0b01>(s, s));
-            _mm_cvtss_f32(s)
-        }
+        self.fold_lanes(
+            #[inline(always)]
+            // SAFETY: SSE is part of x86_64.
+            |a, b| unsafe { _mm_add_ps(a, b) },
+        )
     }
     #[inline(always)]
     fn reduce_max(self) -> f32 {
@@ -592,14 +587,25 @@ impl F32x8 {
     /// time on a Zen 4: docs/kernels.md, session 44).
     #[inline(always)]
     pub(super) fn reduce_max_ordered(self) -> f32 {
+        self.fold_lanes(
+            #[inline(always)]
+            // SAFETY: SSE is part of x86_64.
+            |a, b| unsafe { _mm_max_ps(a, b) },
+        )
+    }
+
+    /// Lane 0 of three halving steps of `op` (an associative lane-wise SSE
+    /// operation): the high half onto the low, then the high pair, then lane 1.
+    #[inline(always)]
+    fn fold_lanes(self, op: impl Fn(__m128, __m128) -> __m128) -> f32 {
         // SAFETY: AVX available (module docs).
         unsafe {
-            let m = _mm_max_ps(
+            let m = op(
                 _mm256_castps256_ps128(self.0),
                 _mm256_extractf128_ps::<1>(self.0),
             );
-            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-            let m = _mm_max_ss(m, _mm_shuffle_ps::<0b01>(m, m));
+            let m = op(m, _mm_movehl_ps(m, m));
+            let m = op(m, _mm_shuffle_ps::<0b01>(m, m));
             _mm_cvtss_f32(m)
         }
     }
