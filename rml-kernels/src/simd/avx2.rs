@@ -594,8 +594,9 @@ impl F32x8 {
         )
     }
 
-    /// Lane 0 of three halving steps of `op` (an associative lane-wise SSE
-    /// operation): the high half onto the low, then the high pair, then lane 1.
+    /// Lane 0 of three halving steps of the lane-wise SSE operation `op`: the
+    /// high half onto the low, the high pair onto the low pair, lane 1 onto lane
+    /// 0 (the order of [`Simd::reduce_sum`]'s additions on this path).
     #[inline(always)]
     fn fold_lanes(self, op: impl Fn(__m128, __m128) -> __m128) -> f32 {
         // SAFETY: AVX available (module docs).
