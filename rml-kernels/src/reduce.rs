@@ -176,8 +176,7 @@ pub(crate) fn row_max<V: Simd>(x: &[f32], stream: bool) -> f32 {
     // Integer maxima of the patterns, which as floats are NaN exactly where a
     // value was.
     let [a, b, c, d] = acc.map(|(_, bits)| bits);
-    let bits = a.abs_max_bits(b).abs_max_bits(c.abs_max_bits(d));
-    if bits.reduce_max().is_nan() {
+    if a.abs_max_bits(b).abs_max_bits(c.abs_max_bits(d)).any_nan() {
         return f32::NAN;
     }
     max_of_four(acc.map(|(max, _)| max))

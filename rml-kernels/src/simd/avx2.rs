@@ -410,6 +410,11 @@ impl Simd for F32x8 {
         unsafe { _mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0) }
     }
     #[inline(always)]
+    fn any_nan(self) -> bool {
+        // SAFETY: AVX available (module docs).
+        unsafe { _mm256_movemask_ps(self.is_nan()) != 0 }
+    }
+    #[inline(always)]
     fn all_in(self, lo: f32, hi: f32) -> bool {
         // SAFETY: AVX available (module docs).
         unsafe {
@@ -570,9 +575,7 @@ impl Simd for F32x8 {
     }
     #[inline(always)]
     fn reduce_max(self) -> f32 {
-        // SAFETY: AVX available (module docs).
-        let any_nan = unsafe { _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0)) };
-        if any_nan != 0 {
+        if self.any_nan() {
             return f32::NAN;
         }
         self.reduce_max_ordered()

@@ -343,6 +343,10 @@ impl Simd for F32x16 {
         unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0) }
     }
     #[inline(always)]
+    fn any_nan(self) -> bool {
+        self.is_nan() != 0
+    }
+    #[inline(always)]
     fn all_in(self, lo: f32, hi: f32) -> bool {
         // SAFETY: AVX-512F available (module docs).
         unsafe {
@@ -470,8 +474,7 @@ impl Simd for F32x16 {
     }
     #[inline(always)]
     fn reduce_max(self) -> f32 {
-        // SAFETY: AVX-512F available (module docs).
-        if unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0) } != 0 {
+        if self.any_nan() {
             return f32::NAN;
         }
         let (lo, hi) = self.halves();

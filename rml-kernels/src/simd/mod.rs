@@ -155,6 +155,8 @@ pub(crate) trait Simd: Copy {
     fn eq(self, o: Self) -> Self::Mask;
     /// Lanes that are NaN.
     fn is_nan(self) -> Self::Mask;
+    /// Whether any lane is NaN: one compare and a mask test.
+    fn any_nan(self) -> bool;
     /// Whether every lane lies in `[lo, hi)` (false if any lane is NaN): the
     /// test that sends a whole vector down a kernel's common-case path. For a
     /// symmetric range (`lo == -hi`) the vector paths test `|x| < hi`, which also

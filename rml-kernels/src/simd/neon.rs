@@ -234,6 +234,11 @@ impl Simd for F32x4 {
         unsafe { vmvnq_u32(vceqq_f32(self.0, self.0)) }
     }
     #[inline(always)]
+    fn any_nan(self) -> bool {
+        // SAFETY: NEON is baseline.
+        unsafe { vmaxvq_u32(self.is_nan()) != 0 }
+    }
+    #[inline(always)]
     fn all_in(self, lo: f32, hi: f32) -> bool {
         // SAFETY: NEON is baseline.
         unsafe {

@@ -137,6 +137,10 @@ impl Simd for F32x1 {
         self.0.is_nan()
     }
     #[inline(always)]
+    fn any_nan(self) -> bool {
+        self.0.is_nan()
+    }
+    #[inline(always)]
     fn all_in(self, lo: f32, hi: f32) -> bool {
         lo <= self.0 && self.0 < hi
     }
