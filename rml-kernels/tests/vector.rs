@@ -820,6 +820,8 @@ fn streamed_rows_match_single_rows(rows: usize, cols: usize) {
     rng.fill(&mut x, -3.0, 5.0);
     // A NaN in one row, for the streamed maximum's NaN tracking.
     x[cols + 17] = f32::NAN;
+    let mut params = vec![0.0f32; 2 * cols];
+    rng.fill(&mut params, -1.0, 2.0);
     for_each_isa(|isa| {
         let mut max = vec![0.0f32; rows];
         reduce_rows(ReduceOp::Max, &x, cols, 0..rows, &mut max).unwrap();
@@ -854,6 +856,19 @@ fn streamed_rows_match_single_rows(rows: usize, cols: usize) {
             layer_norm_rows(&x, cols, r..r + 1, None, None, 1e-5, &mut yo).unwrap();
             let all_same = yr.iter().zip(&yo).all(|(&a, &b)| same(a, b));
             assert!(all_same, "{} layer_norm row {r}", isa.name());
+        }
+        // With gamma and beta the rows go two at a time, an odd last row alone.
+        let (g, b) = (&params[..cols], &params[cols..]);
+        layer_norm_rows(&x, cols, 0..rows, Some(g), Some(b), 1e-5, &mut y).unwrap();
+        for (r, yr) in y.chunks_exact(cols).enumerate() {
+            let mut yo = vec![0.0f32; cols];
+            layer_norm_rows(&x, cols, r..r + 1, Some(g), Some(b), 1e-5, &mut yo).unwrap();
+            let all_same = yr.iter().zip(&yo).all(|(&a, &b)| same(a, b));
+            assert!(
+                all_same,
+                "{} layer_norm with gamma and beta, row {r}",
+                isa.name()
+            );
         }
     });
 }
