@@ -178,9 +178,12 @@ fn affine_pair<V: Simd>(
         affine(va, sh0, sc0, g, b).store(ya);
         affine(vb, sh1, sc1, g, b).store(yb);
     }
-    let (g, b) = (Some(&gamma[main..]), Some(&beta[main..]));
-    for ((xr, yr), (shift, scale)) in [(x0, y0), (x1, y1)].into_iter().zip(factors) {
-        affine_row::<V, false>(&xr[main..], &mut yr[main..], shift, scale, g, b, None);
+    if main < cols {
+        // The partial vector at each row's end, by the one-row loop's tail.
+        let (g, b) = (Some(&gamma[main..]), Some(&beta[main..]));
+        for ((xr, yr), (shift, scale)) in [(x0, y0), (x1, y1)].into_iter().zip(factors) {
+            affine_row::<V, false>(&xr[main..], &mut yr[main..], shift, scale, g, b, None);
+        }
     }
 }
 
