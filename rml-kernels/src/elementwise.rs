@@ -11,7 +11,10 @@ use core::ops::Range;
 use rml_core::{Error, Result};
 
 use crate::math::tanh_v;
-use crate::math::{erf_v, exp_v, gelu_tanh_v, gelu_v, log_v, sigmoid_v, silu_v, softplus_v};
+use crate::math::{
+    erf_v, exp_pair_v, exp_v, gelu_pair_v, gelu_tanh_pair_v, gelu_tanh_v, gelu_v, log_pair_v,
+    log_v, sigmoid_pair_v, sigmoid_v, silu_pair_v, silu_v, softplus_v,
+};
 use crate::simd::{Simd, dispatch, dispatch_streamed, head_len, prefetch_ahead, put};
 
 /// A unary f32 function applied elementwise.
@@ -179,13 +182,40 @@ fn unary_v<V: Simd>(op: UnaryOp, x: V) -> V {
     }
 }
 
-/// `y = f(x)` over fewer than `V::LANES` elements, through a padded vector: a
+/// `op` on two vectors. The kernels with a per-vector common-case branch take both
+/// vectors down one branch where they can, so that the two dependency chains
+/// interleave (`math`'s `pair_common`, [`gelu_pair_v`]); the others run one
+/// vector after the other.
+#[inline(always)]
+fn unary_pair_v<V: Simd>(op: UnaryOp, [a, b]: [V; 2]) -> [V; 2] {
+    match op {
+        UnaryOp::Exp => exp_pair_v([a, b]),
+        UnaryOp::Log => log_pair_v([a, b]),
+        UnaryOp::Sigmoid => sigmoid_pair_v([a, b]),
+        UnaryOp::Gelu => gelu_pair_v([a, b]),
+        UnaryOp::GeluTanh => gelu_tanh_pair_v([a, b]),
+        UnaryOp::Silu => silu_pair_v([a, b]),
+        _ => [unary_v(op, a), unary_v(op, b)],
+    }
+}
+
+/// `y = op(x)` over fewer than `V::LANES` elements, through a padded vector: a
 /// head before the first aligned vector, or a tail.
 #[inline(always)]
-fn map_short<V: Simd>(x: &[f32], y: &mut [f32], f: &impl Fn(V) -> V) {
+fn map_short<V: Simd>(x: &[f32], y: &mut [f32], op: &impl Fn([V; 2]) -> [V; 2]) {
     if !x.is_empty() {
-        f(V::load_tail(x, 0.0)).store_tail(y);
+        alone(op, V::load_tail(x, 0.0)).store_tail(y);
     }
+}
+
+/// A two-vector op applied to one vector: `op([v, v])`'s first half. The twin is
+/// the same value through the same instructions, which LLVM folds into one
+/// evaluation (the one-lane path, which runs every element through here, times
+/// the same as before the pairing).
+#[inline(always)]
+fn alone<V: Simd>(op: &impl Fn([V; 2]) -> [V; 2], v: V) -> V {
+    let [y, _] = op([v, v]);
+    y
 }
 
 /// An elementwise output larger than this is written past the caches
@@ -206,9 +236,23 @@ pub(crate) fn streams_out(len: usize) -> bool {
 /// ([`prefetch_ahead`]).
 #[inline(always)]
 pub(crate) fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl Fn(V) -> V) {
+    map_pairs_to::<V, S>(
+        x,
+        y,
+        #[inline(always)]
+        |[a, b]| [f(a), f(b)],
+    );
+}
+
+/// [`map_to`] with an op that takes two vectors at a time: one whose form hangs on
+/// a test of each vector can take both down one branch, where the two dependency
+/// chains interleave ([`unary_pair_v`]). A vector alone (the head, an odd last
+/// whole vector, the tail) goes through [`alone`].
+#[inline(always)]
+fn map_pairs_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], op: impl Fn([V; 2]) -> [V; 2]) {
     let (xh, x) = x.split_at(head_len::<V, _>(y));
     let (yh, y) = y.split_at_mut(xh.len());
-    map_short(xh, yh, &f);
+    map_short(xh, yh, &op);
     let l = V::LANES;
     let main = x.len() - x.len() % l;
     let (xm, xt) = x.split_at(main);
@@ -225,60 +269,79 @@ pub(crate) fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl F
             prefetch_ahead(xc);
         }
         let (y0, y1) = yc.split_at_mut(l);
-        let (v0, v1) = (f(V::load(&xc[..l])), f(V::load(&xc[l..])));
+        let [v0, v1] = op([V::load(&xc[..l]), V::load(&xc[l..])]);
         put::<V, S>(v0, y0);
         put::<V, S>(v1, y1);
     }
     for (xc, yc) in xr.chunks_exact(l).zip(yr.chunks_exact_mut(l)) {
-        put::<V, S>(f(V::load(xc)), yc);
+        put::<V, S>(alone(&op, V::load(xc)), yc);
     }
-    map_short(xt, yt, &f);
+    map_short(xt, yt, &op);
 }
 
-/// `x = f(x)` in place, stores aligned as [`map`]'s.
+/// `x = f(x)` in place, stores aligned as [`map_to`]'s.
 #[inline(always)]
 pub(crate) fn map_inplace<V: Simd>(x: &mut [f32], f: impl Fn(V) -> V) {
+    map_pairs_inplace::<V>(
+        x,
+        #[inline(always)]
+        |[a, b]| [f(a), f(b)],
+    );
+}
+
+/// [`map_pairs_to`] in place: two vectors a step on the SIMD types.
+#[inline(always)]
+fn map_pairs_inplace<V: Simd>(x: &mut [f32], op: impl Fn([V; 2]) -> [V; 2]) {
     let head = head_len::<V, _>(x);
     let (xh, x) = x.split_at_mut(head);
-    map_short_inplace(xh, &f);
+    map_short_inplace(xh, &op);
     let l = V::LANES;
     let main = x.len() - x.len() % l;
     let (xm, xt) = x.split_at_mut(main);
-    for c in xm.chunks_exact_mut(l) {
-        f(V::load(c)).store(c);
+    let pairs = if l > 1 { main - main % (2 * l) } else { 0 };
+    let (xp, xr) = xm.split_at_mut(pairs);
+    for c in xp.chunks_exact_mut(2 * l) {
+        let (c0, c1) = c.split_at_mut(l);
+        let [v0, v1] = op([V::load(c0), V::load(c1)]);
+        v0.store(c0);
+        v1.store(c1);
     }
-    map_short_inplace(xt, &f);
+    for c in xr.chunks_exact_mut(l) {
+        alone(&op, V::load(c)).store(c);
+    }
+    map_short_inplace(xt, &op);
 }
 
 /// [`map_short`] in place.
 #[inline(always)]
-fn map_short_inplace<V: Simd>(x: &mut [f32], f: &impl Fn(V) -> V) {
+fn map_short_inplace<V: Simd>(x: &mut [f32], op: &impl Fn([V; 2]) -> [V; 2]) {
     if !x.is_empty() {
-        let v = f(V::load_tail(x, 0.0));
+        let v = alone(op, V::load_tail(x, 0.0));
         v.store_tail(x);
     }
 }
 
-/// Calls `$kernel::<$gen...>($arg..., f)` with `f` the op as an always-inlined closure
-/// (one instance per op, so the op's match folds away).
+/// Calls `$kernel::<$gen...>($arg..., f)` with `f` the op on two vectors
+/// ([`unary_pair_v`]) as an always-inlined closure (one instance per op, so the
+/// op's match folds away).
 macro_rules! each_unary {
     ($op:expr, $kernel:ident::<$($gen:tt),*>($($arg:expr),*)) => {
         match $op {
-            UnaryOp::Exp => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Exp, v)),
-            UnaryOp::Log => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Log, v)),
-            UnaryOp::Tanh => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Tanh, v)),
-            UnaryOp::Sigmoid => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sigmoid, v)),
-            UnaryOp::Erf => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Erf, v)),
-            UnaryOp::Gelu => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Gelu, v)),
-            UnaryOp::GeluTanh => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::GeluTanh, v)),
-            UnaryOp::Silu => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Silu, v)),
-            UnaryOp::Softplus => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Softplus, v)),
-            UnaryOp::Neg => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Neg, v)),
-            UnaryOp::Abs => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Abs, v)),
-            UnaryOp::Relu => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Relu, v)),
-            UnaryOp::Sqrt => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Sqrt, v)),
-            UnaryOp::Square => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Square, v)),
-            UnaryOp::Recip => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |v| unary_v::<V>(UnaryOp::Recip, v)),
+            UnaryOp::Exp => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Exp, p)),
+            UnaryOp::Log => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Log, p)),
+            UnaryOp::Tanh => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Tanh, p)),
+            UnaryOp::Sigmoid => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Sigmoid, p)),
+            UnaryOp::Erf => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Erf, p)),
+            UnaryOp::Gelu => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Gelu, p)),
+            UnaryOp::GeluTanh => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::GeluTanh, p)),
+            UnaryOp::Silu => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Silu, p)),
+            UnaryOp::Softplus => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Softplus, p)),
+            UnaryOp::Neg => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Neg, p)),
+            UnaryOp::Abs => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Abs, p)),
+            UnaryOp::Relu => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Relu, p)),
+            UnaryOp::Sqrt => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Sqrt, p)),
+            UnaryOp::Square => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Square, p)),
+            UnaryOp::Recip => $kernel::<$($gen),*>($($arg,)* #[inline(always)] |p| unary_pair_v::<V>(UnaryOp::Recip, p)),
         }
     };
 }
@@ -294,14 +357,14 @@ pub fn unary(op: UnaryOp, x: &[f32], y: &mut [f32]) -> Result<()> {
     }
     dispatch_streamed!(streams_out(y.len()), |V, S| each_unary!(
         op,
-        map_to::<V, S>(x, y)
+        map_pairs_to::<V, S>(x, y)
     ));
     Ok(())
 }
 
 /// `x[i] = op(x[i])` in place.
 pub fn unary_inplace(op: UnaryOp, x: &mut [f32]) {
-    dispatch!(|V| each_unary!(op, map_inplace::<V>(x)));
+    dispatch!(|V| each_unary!(op, map_pairs_inplace::<V>(x)));
 }
 
 /// Checks a row range against a matrix of `len` elements and returns

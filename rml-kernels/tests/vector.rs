@@ -242,10 +242,14 @@ fn math_common_case_paths_give_the_full_paths_values() {
     // lane outside sends the whole vector down the full path. Every lane must come
     // out the same either way, so each one is compared with the value the same
     // input gets alone (a lone value is padded with zeros, which log sends down its
-    // full path, and an out-of-range value always takes it).
-    let width = 16;
+    // full path, and an out-of-range value always takes it). The kernels take
+    // vectors two at a time, both down the common case only where both may: 32
+    // lanes are two AVX-512 vectors, four AVX2 ones, and the odd value goes in
+    // either vector of a pair.
+    let width = test_len(32, 16);
     let positive: Vec<f32> = (0..width).map(|i| 0.013 + 0.77 * i as f32).collect();
-    let mixed: Vec<f32> = (0..width).map(|i| -11.3 + 1.41 * i as f32).collect();
+    let step = 22.6 / width as f32;
+    let mixed: Vec<f32> = (0..width).map(|i| -11.3 + step * i as f32).collect();
     let odd = specials();
     let n = test_len(odd.len(), 6);
     // Under Miri the odd value goes in the last lane only (the second of two
@@ -253,7 +257,7 @@ fn math_common_case_paths_give_the_full_paths_values() {
     let positions: &[usize] = if MIRI {
         &[width - 1]
     } else {
-        &[0, 5, width - 1]
+        &[0, 5, width / 2 - 1, width / 2 + 3, width - 1]
     };
     for_each_isa(|isa| {
         for op in UnaryOp::ALL.into_iter().filter(|&op| is_math(op)) {
@@ -277,6 +281,59 @@ fn math_common_case_paths_give_the_full_paths_values() {
                         }
                     }
                 }
+            }
+        }
+    });
+}
+
+/// GELU takes two vectors at a time down one branch where both are in its table
+/// range (`|x| < 3.75`) or both past it (and below 12), and one after the other
+/// where they differ or a lane reaches 12. Blocks of eight values of each kind, in
+/// every order and at starts that pair them differently, must give every element
+/// the bits it gets alone, in place too, within the reference bound.
+#[test]
+fn gelu_vector_pairs_give_each_element_its_own_bits() {
+    let mut rng = Rng::new(11);
+    let mut block = |kind: usize| {
+        let mut b = [0.0f32; 8];
+        match kind {
+            0 => rng.fill(&mut b, -3.7, 3.7),
+            1 => {
+                rng.fill(&mut b, -11.9, 11.9);
+                b[3] = -4.5;
+            }
+            _ => {
+                rng.fill(&mut b, -3.7, 3.7);
+                b[5] = 12.5;
+            }
+        }
+        b
+    };
+    let mut x = Vec::new();
+    for first in 0..3 {
+        for second in 0..3 {
+            x.extend(block(first));
+            x.extend(block(second));
+        }
+    }
+    let starts: &[usize] = if MIRI { &[0, 3] } else { &[0, 1, 4, 8, 11, 15] };
+    for_each_isa(|isa| {
+        for &start in starts {
+            let x = &x[start..];
+            let mut y = vec![0.0f32; x.len()];
+            unary(UnaryOp::Gelu, x, &mut y).unwrap();
+            check_unary(isa, UnaryOp::Gelu, x, &y);
+            let mut inplace = x.to_vec();
+            unary_inplace(UnaryOp::Gelu, &mut inplace);
+            for ((&xi, &yi), &zi) in x.iter().zip(&y).zip(&inplace) {
+                let mut one = [0.0f32];
+                unary(UnaryOp::Gelu, &[xi], &mut one).unwrap();
+                assert!(
+                    same(one[0], yi) && same(yi, zi),
+                    "{}: x = {xi:e} from {start}: {yi:e}, in place {zi:e}, alone {:e}",
+                    isa.name(),
+                    one[0]
+                );
             }
         }
     });
