@@ -1618,9 +1618,10 @@ fn gelu_tanh_arg<V: Simd>(x: V) -> V {
 /// Two vectors through a kernel with a common-case branch: where both pass
 /// `test`, both take `common` side by side, one straight run of code in which
 /// their dependency chains interleave; otherwise each takes `one`, its own test
-/// and branch. One vector after the other, the second's work waits behind the
-/// first's in the scheduler (Zen 3, AVX2, 2048 values in L1: sigmoid and SiLU
-/// 1.15-1.25x, exp and GELU-tanh 1.05-1.1x, log 1.07x faster so). `common` gives
+/// and branch. One vector after the other, the second's independent work sits
+/// behind the first's whole chain in program order, where the scheduler does not
+/// reach it in time (Zen 3, AVX2, 2048 values in L1, paired: sigmoid and SiLU
+/// 1.2x, GELU-tanh 1.14x, exp and log 1.1x faster). `common` gives
 /// what `one` gives on such vectors (each kernel's common case is tested lane
 /// for lane against its full path), so the pairing changes no bits.
 #[inline(always)]
