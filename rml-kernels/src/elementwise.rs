@@ -187,15 +187,18 @@ fn unary_v<V: Simd>(op: UnaryOp, x: V) -> V {
 /// interleave (`math`'s `pair_common`, [`gelu_pair_v`]); the others run one
 /// vector after the other.
 #[inline(always)]
-fn unary_pair_v<V: Simd>(op: UnaryOp, [a, b]: [V; 2]) -> [V; 2] {
+fn unary_pair_v<V: Simd>(op: UnaryOp, pair: [V; 2]) -> [V; 2] {
     match op {
-        UnaryOp::Exp => exp_pair_v([a, b]),
-        UnaryOp::Log => log_pair_v([a, b]),
-        UnaryOp::Sigmoid => sigmoid_pair_v([a, b]),
-        UnaryOp::Gelu => gelu_pair_v([a, b]),
-        UnaryOp::GeluTanh => gelu_tanh_pair_v([a, b]),
-        UnaryOp::Silu => silu_pair_v([a, b]),
-        _ => [unary_v(op, a), unary_v(op, b)],
+        UnaryOp::Exp => exp_pair_v(pair),
+        UnaryOp::Log => log_pair_v(pair),
+        UnaryOp::Sigmoid => sigmoid_pair_v(pair),
+        UnaryOp::Gelu => gelu_pair_v(pair),
+        UnaryOp::GeluTanh => gelu_tanh_pair_v(pair),
+        UnaryOp::Silu => silu_pair_v(pair),
+        _ => {
+            let [a, b] = pair;
+            [unary_v(op, a), unary_v(op, b)]
+        }
     }
 }
 

@@ -1478,8 +1478,7 @@ pub(crate) fn gelu_pair_v<V: Simd>([x0, x1]: [V; 2]) -> [V; 2] {
         if t0 && t1 {
             return [gelu_table_v(x0, a0), gelu_table_v(x1, a1)];
         }
-        let fast = x0.all_in(-GELU_FAST, GELU_FAST) && x1.all_in(-GELU_FAST, GELU_FAST);
-        if !t0 && !t1 && fast {
+        if !t0 && !t1 && x0.all_in(-GELU_FAST, GELU_FAST) && x1.all_in(-GELU_FAST, GELU_FAST) {
             let (p0, p1) = (gelu_table16(a0), gelu_table16(a1));
             let (e0, e1) = (exp_neg_half_sq_v(a0), exp_neg_half_sq_v(a1));
             return [
