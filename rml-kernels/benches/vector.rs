@@ -3,11 +3,12 @@
 //! Each kernel runs on an L1-resident problem (2048 f32 in, 2048 out: 16 KiB) with
 //! the forced scalar path and the best path, and on a DRAM-sized problem (16 Mi f32
 //! = 64 MiB in, beyond the 32 MiB L3 of the Zen machines, on huge pages) with the
-//! best path. Every
-//! buffer starts on a 64-byte boundary, as rml-host's arena places them
-//! (`common::buffer`). Inputs are uniform (mostly in [−8, 8)); `gelu_normal` runs
-//! GELU on standard-normal ones as well. Throughput counts the bytes each kernel
-//! must read plus the bytes it writes.
+//! best path. Every buffer starts on a 64-byte boundary, as rml-host's arena places
+//! them (`common::buffer`). Inputs are uniform (mostly in [−8, 8)); `gelu_normal`
+//! runs GELU on standard-normal ones as well, and the `*_short` unary groups run
+//! each unary kernel on 24 values one float past the boundary (a head, whole
+//! vectors and a tail). Throughput counts the bytes each kernel must read plus the
+//! bytes it writes.
 //!
 //! `cargo bench -p rml-kernels --bench vector -- --output-format bencher` prints
 //! one line per benchmark; `RML_BENCH_QUICK=1` shortens the measurement;
@@ -37,18 +38,37 @@ const COLS: usize = 1024;
 /// divisions weigh as much as its loops.
 const SHORT_COLS: usize = 64;
 
-/// The paths to time: (label, ISA, problem size). "best" is the ISA `RML_ISA` names,
-/// else the best this machine supports.
-fn cases() -> Vec<(&'static str, Isa, usize)> {
-    let best = match std::env::var("RML_ISA") {
+/// Values in the short unary cases (`exp_short`, …): one past a vector boundary,
+/// so a call runs a head, whole vectors and a tail, the paths a vector alone takes
+/// (rml-host's small tensors, and every call's edges).
+const SHORT_LEN: usize = 24;
+
+/// The ISA `RML_ISA` names, else the best this machine supports.
+fn best() -> Isa {
+    match std::env::var("RML_ISA") {
         Ok(name) => Isa::parse(&name).expect("RML_ISA names an ISA"),
         Err(_) => isa::detect(),
-    };
+    }
+}
+
+/// The paths to time: (label, ISA, problem size).
+fn cases() -> Vec<(&'static str, Isa, usize)> {
     vec![
         ("l1_scalar", Isa::Scalar, L1),
-        ("l1_best", best, L1),
-        ("dram_best", best, BIG),
+        ("l1_best", best(), L1),
+        ("dram_best", best(), BIG),
     ]
+}
+
+/// The unary kernels timed: every [`UnaryOp`] but the cheap arithmetic ones (neg,
+/// abs, sqrt, square, reciprocal), for which relu stands.
+fn timed_unary_ops() -> impl Iterator<Item = UnaryOp> {
+    UnaryOp::ALL.into_iter().filter(|op| {
+        !matches!(
+            op,
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqrt | UnaryOp::Square | UnaryOp::Recip
+        )
+    })
 }
 
 fn data(n: usize, lo: f32, hi: f32) -> common::Buffer<f32> {
@@ -57,8 +77,20 @@ fn data(n: usize, lo: f32, hi: f32) -> common::Buffer<f32> {
     v
 }
 
-/// Times `f` for each case in group `name`, with `bytes(n)` of traffic per call.
-fn run(c: &mut Criterion, name: &str, bytes: impl Fn(usize) -> u64, mut f: impl FnMut(usize)) {
+/// Times `f` for each of [`cases`] in group `name`, with `bytes(n)` of traffic per
+/// call.
+fn run(c: &mut Criterion, name: &str, bytes: impl Fn(usize) -> u64, f: impl FnMut(usize)) {
+    run_cases(c, name, &cases(), bytes, f);
+}
+
+/// Times `f` for each of `cases` (label, ISA, problem size) in group `name`.
+fn run_cases(
+    c: &mut Criterion,
+    name: &str,
+    cases: &[(&str, Isa, usize)],
+    bytes: impl Fn(usize) -> u64,
+    mut f: impl FnMut(usize),
+) {
     let quick = std::env::var_os("RML_BENCH_QUICK").is_some();
     let mut g = c.benchmark_group(name);
     g.warm_up_time(std::time::Duration::from_millis(if quick {
@@ -72,7 +104,7 @@ fn run(c: &mut Criterion, name: &str, bytes: impl Fn(usize) -> u64, mut f: impl 
         1500
     }));
     g.sample_size(10);
-    for (label, isa, n) in cases() {
+    for &(label, isa, n) in cases {
         isa::force(isa).expect("supported ISA");
         g.throughput(Throughput::Bytes(bytes(n)));
         g.bench_function(BenchmarkId::new(label, isa.name()), |b| {
@@ -88,18 +120,7 @@ fn bench_unary(c: &mut Criterion) {
     // log's domain: on [-8, 8) half its inputs would be NaN results.
     let positive = data(BIG, 1e-3, 8.0);
     let mut y = common::buffer(BIG);
-    for op in [
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Tanh,
-        UnaryOp::Sigmoid,
-        UnaryOp::Erf,
-        UnaryOp::Gelu,
-        UnaryOp::GeluTanh,
-        UnaryOp::Silu,
-        UnaryOp::Softplus,
-        UnaryOp::Relu,
-    ] {
+    for op in timed_unary_ops() {
         run(
             c,
             op.name(),
@@ -107,6 +128,29 @@ fn bench_unary(c: &mut Criterion) {
             |n| {
                 let x = if op == UnaryOp::Log { &positive } else { &x };
                 unary(op, &x[..n], &mut y[..n]).expect("lengths")
+            },
+        );
+    }
+}
+
+/// The unary kernels on [`SHORT_LEN`] values one past a vector boundary.
+fn bench_unary_short(c: &mut Criterion) {
+    let x = data(1 + SHORT_LEN, -8.0, 8.0);
+    let positive = data(1 + SHORT_LEN, 1e-3, 8.0);
+    let mut y = common::buffer(1 + SHORT_LEN);
+    let cases = [
+        ("short_scalar", Isa::Scalar, SHORT_LEN),
+        ("short_best", best(), SHORT_LEN),
+    ];
+    for op in timed_unary_ops() {
+        run_cases(
+            c,
+            &format!("{}_short", op.name()),
+            &cases,
+            |n| 8 * n as u64,
+            |n| {
+                let x = if op == UnaryOp::Log { &positive } else { &x };
+                unary(op, &x[1..=n], &mut y[1..=n]).expect("lengths")
             },
         );
     }
@@ -262,6 +306,7 @@ fn bench_convert(c: &mut Criterion) {
 criterion_group!(
     benches,
     bench_unary,
+    bench_unary_short,
     bench_gelu_normal,
     bench_binary,
     bench_rows,

@@ -962,7 +962,7 @@ fn tanh_table_v<V: Simd>(x: V) -> V {
     // floor(a / step) as round(a / step - 1/2), at most 31 (the clamp of `a`).
     let steps = a.mul_add(V::splat(1.0 / TANH_STEP), V::splat(-0.5));
     let s = steps.add(V::splat(ROUND_MAGIC));
-    interval_table(a, s, TANH_STEP, &TANH_T, V::lookup32).copysign(x)
+    interval_table(a, s, TANH_STEP, &TANH_T).copysign(x)
 }
 
 /// `tanh x` from `e^{2|x|} - 1`: every input, on every path.
@@ -1112,7 +1112,7 @@ const SOFTPLUS_TABLE_MAX: f32 = 15.5;
 #[inline(always)]
 fn softplus_table_v<V: Simd>(x: V) -> V {
     let a = x.abs();
-    let f = interval_table(a, interval_index(a, 1.0), 1.0, &SOFTPLUS_T, V::lookup16);
+    let f = interval_table(a, interval_index(a, 1.0), 1.0, &SOFTPLUS_T);
     V::splat(0.0).max_skip_nan(x).add(f)
 }
 
@@ -1307,7 +1307,7 @@ fn erf_table_v<V: Simd>(x: V) -> V {
     let a = x.abs().min_bound(4.0);
     // NaN stays NaN through the index and `t` (its lookup index is 0).
     let s = interval_index(a, 2.0).min_bound(ROUND_MAGIC + 7.0);
-    interval_table(a, s, 0.5, &ERF_T, V::lookup8).copysign(x)
+    interval_table(a, s, 0.5, &ERF_T).copysign(x)
 }
 
 /// The piecewise polynomial of a table like [`ERF_T`] at `a`: `c_i + t P_i(t)`
@@ -1316,22 +1316,50 @@ fn erf_table_v<V: Simd>(x: V) -> V {
 /// caller rounds `a / step - 1/2` for intervals starting there; clamped as it
 /// needs), `t = a - i step` (exact: `i step` is, and so is the difference, by
 /// Sterbenz), the rows holding `P_i`'s coefficients highest degree first, then
-/// `c_i`, one interval per column; `lookup` reads a row's entry for each lane's
-/// interval ([`Simd::lookup8`], [`Simd::lookup16`] or [`Simd::lookup32`]).
+/// `c_i`, one interval per column; [`TableRow::lookup`] reads a row's entry for
+/// each lane's interval.
 #[inline(always)]
-fn interval_table<V: Simd, const W: usize>(
-    a: V,
-    s: V,
-    step: f32,
-    table: &[[f32; W]],
-    lookup: impl Fn(V, &[f32; W]) -> V,
-) -> V {
+fn interval_table<V: Simd, R: TableRow>(a: V, s: V, step: f32, table: &[R]) -> V {
     let t = s.sub(V::splat(ROUND_MAGIC)).mul_add(V::splat(-step), a);
-    let mut p = lookup(s, &table[0]);
+    let mut p = table[0].lookup(s);
     for row in &table[1..] {
-        p = p.mul_add(t, lookup(s, row));
+        p = p.mul_add(t, row.lookup(s));
     }
     p
+}
+
+/// A row of an [`interval_table`]: eight, sixteen or thirty-two entries, read by
+/// the [`Simd`] lookup of that width. A trait rather than a lookup function passed
+/// in, so that the lookup is inlined on every path: passed as a function item
+/// (`V::lookup16`) it went through an `Fn::call` shim, which LLVM left out of line
+/// in the kernels' colder copies (a vector alone at the head or tail), and there,
+/// compiled without AVX2, not even the intrinsics inlined (GELU of eight values:
+/// 130 ns, against 35 with the lookups inlined; Zen 3, session 47).
+trait TableRow {
+    /// Each lane of `s` (an interval `i` held as `i + ROUND_MAGIC`) becomes this
+    /// row's entry `i`.
+    fn lookup<V: Simd>(&self, s: V) -> V;
+}
+
+impl TableRow for [f32; 8] {
+    #[inline(always)]
+    fn lookup<V: Simd>(&self, s: V) -> V {
+        s.lookup8(self)
+    }
+}
+
+impl TableRow for [f32; 16] {
+    #[inline(always)]
+    fn lookup<V: Simd>(&self, s: V) -> V {
+        s.lookup16(self)
+    }
+}
+
+impl TableRow for [f32; 32] {
+    #[inline(always)]
+    fn lookup<V: Simd>(&self, s: V) -> V {
+        s.lookup32(self)
+    }
 }
 
 /// `round(a per_step) + ROUND_MAGIC`, the interval of `a` among intervals of
@@ -1409,14 +1437,25 @@ pub(crate) fn gelu_v<V: Simd>(x: V) -> V {
 #[inline(always)]
 fn gelu_table_v<V: Simd>(x: V, a: V) -> V {
     let s = interval_index(a, 2.0);
-    let p = interval_table(a, s, 0.5, &GELU_T, |s, row| s.lookup8(low_half(row)));
+    let p = interval_table(a, s, 0.5, &GELU_T_LOW);
     a.mul_add(p, relu_v(x))
 }
 
-/// The first eight entries of a [`GELU_T`] row: its `|x| < GELU_TABLE_MAX` intervals.
-#[inline(always)]
-fn low_half(row: &[f32; 16]) -> &[f32; 8] {
-    let (low, _) = row.split_first_chunk::<8>().expect("a row has 16 entries");
+/// The first eight columns of [`GELU_T`]: its `|x| < GELU_TABLE_MAX` intervals.
+const GELU_T_LOW: [[f32; 8]; 7] = low_halves(&GELU_T);
+
+/// The first eight entries of each row of `table`.
+const fn low_halves(table: &[[f32; 16]; 7]) -> [[f32; 8]; 7] {
+    let mut low = [[0.0; 8]; 7];
+    let mut row = 0;
+    while row < 7 {
+        let mut column = 0;
+        while column < 8 {
+            low[row][column] = table[row][column];
+            column += 1;
+        }
+        row += 1;
+    }
     low
 }
 
@@ -1433,7 +1472,7 @@ fn relu_v<V: Simd>(x: V) -> V {
 #[inline(always)]
 fn gelu_table16<V: Simd>(a: V) -> V {
     let s = interval_index(a, 2.0).min_bound(ROUND_MAGIC + 15.0);
-    interval_table(a, s, 0.5, &GELU_T, V::lookup16)
+    interval_table(a, s, 0.5, &GELU_T)
 }
 
 /// GELU from all sixteen intervals of [`GELU_T`], given `a = |x|`, `p =
@@ -1881,7 +1920,7 @@ mod tests {
                     let lanes = dispatch!(|V| {
                         let v = V::load(&s);
                         let y = match size {
-                            8 => v.lookup8(low_half(first16)),
+                            8 => v.lookup8(table[..8].try_into().unwrap()),
                             16 => v.lookup16(first16),
                             _ => v.lookup32(&table),
                         };
