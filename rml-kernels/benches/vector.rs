@@ -38,9 +38,9 @@ const COLS: usize = 1024;
 /// divisions weigh as much as its loops.
 const SHORT_COLS: usize = 64;
 
-/// Values in the short unary cases (`exp_short`, …): one past a vector boundary,
-/// so a call runs a head, whole vectors and a tail, the paths a vector alone takes
-/// (rml-host's small tensors, and every call's edges).
+/// Values in the short unary cases (`exp_short`, …), which start one float past a
+/// vector boundary, so a call runs a head, whole vectors and a tail: the paths a
+/// vector alone takes (rml-host's small tensors, and every call's edges).
 const SHORT_LEN: usize = 24;
 
 /// The ISA `RML_ISA` names, else the best this machine supports.

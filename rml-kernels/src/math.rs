@@ -1445,15 +1445,14 @@ fn gelu_table_v<V: Simd>(x: V, a: V) -> V {
 const GELU_T_LOW: [[f32; 8]; 7] = low_halves(&GELU_T);
 
 /// The first eight entries of each row of `table`.
-const fn low_halves(table: &[[f32; 16]; 7]) -> [[f32; 8]; 7] {
-    let mut low = [[0.0; 8]; 7];
+const fn low_halves<const R: usize>(table: &[[f32; 16]; R]) -> [[f32; 8]; R] {
+    let mut low = [[0.0; 8]; R];
     let mut row = 0;
-    while row < 7 {
-        let mut column = 0;
-        while column < 8 {
-            low[row][column] = table[row][column];
-            column += 1;
-        }
+    while row < R {
+        let Some((first, _)) = table[row].split_first_chunk::<8>() else {
+            unreachable!()
+        };
+        low[row] = *first;
         row += 1;
     }
     low
@@ -1583,16 +1582,13 @@ const ROUND_SIXTEENTHS: f32 = 786_432.0;
 /// low bits of `w + ROUND_SIXTEENTHS`), the argument reduces to `rho = a^2 + 2w
 /// ln2` (`|rho| <= ln2/16`), and `e^{-a^2/2} = 2^k 2^{j/16} e^{-rho/2}`, the
 /// last a cubic (its truncation `rho^4/384 < 1e-8`), `2^k`, `k = floor(w)`, by
-/// [`Simd::mul_pow2_floor`] on AVX-512 (one `vscalefps`), elsewhere by
-/// [`Simd::mul_pow2_normal`]: the result is normal (at least `e^-72`), so AVX2
-/// adds `k` to its exponent field instead of multiplying by `2^k`, the same bits
-/// (GELU on uniform input 1.03x faster on the Zen 3, session 47). `a^2 + 2w
-/// LN2_HI` is one FMA ([`Simd::mul_add_cancel`]): `a^2` held exactly, `2w
-/// LN2_HI` exact (`16w` has 11 bits, `LN2_HI` 9), one rounding, to a number
-/// below 0.09. (Unfused, on the scalar path, `a^2` rounded minus `2w LN2_HI` is
-/// exact too: both are multiples of the first's ulp, `2w LN2_HI` being one of
-/// 2^-12, and their difference is small.) Then `2w LN2_LO`. Against [`exp_normal_v`] with a
-/// separate correction for the rounding of `a^2`: a cubic where that takes
+/// [`Simd::mul_pow2_floor_normal`] of `w` itself (the result is normal, at least
+/// `e^-72`). `a^2 + 2w LN2_HI` is one FMA ([`Simd::mul_add_cancel`]): `a^2` held
+/// exactly, `2w LN2_HI` exact (`16w` has 11 bits, `LN2_HI` 9), one rounding, to a
+/// number below 0.09. (Unfused, on the scalar path, `a^2` rounded minus `2w
+/// LN2_HI` is exact too: both are multiples of the first's ulp, `2w LN2_HI` being
+/// one of 2^-12, and their difference is small.) Then `2w LN2_LO`. Against
+/// [`exp_normal_v`] with a separate correction for the rounding of `a^2`: a cubic where that takes
 /// degree 6, and no two-float square. GELU on uniform [-8, 8), AVX-512, µs per
 /// 2048: 0.62-0.72 before this function, 0.45-0.49 now (docs/kernels.md).
 /// Other lanes (a NaN, `a > GELU_FAST`) get garbage, which the caller replaces.
@@ -1610,11 +1606,7 @@ fn exp_neg_half_sq_v<V: Simd>(a: V) -> V {
         .mul_add(V::splat(-1.0 / 48.0), V::splat(0.125))
         .mul_add(rho, V::splat(-0.5))
         .mul(rho);
-    let p = times_two_sixteenths(s, m);
-    if V::FAST_LOOKUP16 {
-        return p.mul_pow2_floor(w);
-    }
-    p.mul_pow2_normal(w.floor())
+    times_two_sixteenths(s, m).mul_pow2_floor_normal(w)
 }
 
 /// `x/2 (1 + erf(x / sqrt 2))` as `x/2 erfc(-x/sqrt2)` with `erfc(a) = e^{-a^2}

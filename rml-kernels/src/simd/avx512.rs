@@ -384,6 +384,10 @@ impl Simd for F32x16 {
         self.mul_pow2(n)
     }
     #[inline(always)]
+    fn mul_pow2_floor_normal(self, n: Self) -> Self {
+        self.mul_pow2_floor(n)
+    }
+    #[inline(always)]
     fn exponent_mantissa(self) -> (Self, Self) {
         // SAFETY: AVX-512F available (module docs).
         unsafe {
