@@ -5,9 +5,10 @@
 //! = 64 MiB in, beyond the 32 MiB L3 of the Zen machines, on huge pages) with the
 //! best path. Every buffer starts on a 64-byte boundary, as rml-host's arena places
 //! them (`common::buffer`). Inputs are uniform (mostly in [−8, 8)); `gelu_normal`
-//! runs GELU on standard-normal ones as well, and the `*_short` unary groups run
-//! each unary kernel on 24 values one float past the boundary (a head, whole
-//! vectors and a tail). Throughput counts the bytes each kernel must read plus the
+//! runs GELU on standard-normal ones as well, and the `*_short` groups run each
+//! unary kernel and `add` on 24 values one float past the boundary (a head, whole
+//! vectors and a tail); `softmax_ragged` runs softmax in place on rows of 61 in L1
+//! only. Throughput counts the bytes each kernel must read plus the
 //! bytes it writes.
 //!
 //! `cargo bench -p rml-kernels --bench vector -- --output-format bencher` prints
@@ -24,7 +25,7 @@ use rml_kernels::elementwise::{BinaryOp, Operand, UnaryOp, binary, unary};
 use rml_kernels::isa::{self, Isa};
 use rml_kernels::norm::{layer_norm_rows, rms_norm_rows};
 use rml_kernels::reduce::{ReduceOp, reduce_rows};
-use rml_kernels::softmax::softmax_rows;
+use rml_kernels::softmax::{softmax_rows, softmax_rows_inplace};
 use rml_kernels::testing::Rng;
 
 mod common;
@@ -37,6 +38,10 @@ const COLS: usize = 1024;
 /// scores over a short context, where a row's horizontal reductions and
 /// divisions weigh as much as its loops.
 const SHORT_COLS: usize = 64;
+
+/// Row length of `softmax_ragged`: attention scores over a context whose length
+/// is no multiple of a vector, so every row ends in a partial vector.
+const RAGGED_COLS: usize = 61;
 
 /// Values in the short unary cases (`exp_short`, …), which start one float past a
 /// vector boundary, so a call runs a head, whole vectors and a tail: the paths a
@@ -133,15 +138,21 @@ fn bench_unary(c: &mut Criterion) {
     }
 }
 
+/// The labelled cases of the `*_short` groups: [`SHORT_LEN`] values on the forced
+/// scalar path and on the best.
+fn short_cases() -> [(&'static str, Isa, usize); 2] {
+    [
+        ("short_scalar", Isa::Scalar, SHORT_LEN),
+        ("short_best", best(), SHORT_LEN),
+    ]
+}
+
 /// The unary kernels on [`SHORT_LEN`] values one past a vector boundary.
 fn bench_unary_short(c: &mut Criterion) {
     let x = data(1 + SHORT_LEN, -8.0, 8.0);
     let positive = data(1 + SHORT_LEN, 1e-3, 8.0);
     let mut y = common::buffer(1 + SHORT_LEN);
-    let cases = [
-        ("short_scalar", Isa::Scalar, SHORT_LEN),
-        ("short_best", best(), SHORT_LEN),
-    ];
+    let cases = short_cases();
     for op in timed_unary_ops() {
         run_cases(
             c,
@@ -216,6 +227,18 @@ fn bench_binary(c: &mut Criterion) {
             binary(BinaryOp::Mul, l, r, COLS, 0..n / COLS, &mut y[..n]).expect("shapes")
         },
     );
+    // `add` on [`SHORT_LEN`] values one past a vector boundary, like the unary
+    // `*_short` groups.
+    run_cases(
+        c,
+        "add_short",
+        &short_cases(),
+        |n| 12 * n as u64,
+        |n| {
+            let (l, r) = (Operand::Matrix(&a[1..=n]), Operand::Matrix(&b[1..=n]));
+            binary(BinaryOp::Add, l, r, n, 0..1, &mut y[1..=n]).expect("shapes")
+        },
+    );
 }
 
 fn bench_rows(c: &mut Criterion) {
@@ -231,6 +254,20 @@ fn bench_rows(c: &mut Criterion) {
             |n| softmax_rows(&x[..n], cols, 0..n / cols, &mut y[..n]).expect("shapes"),
         );
     }
+    // In place, as the attention layers call it, over whole rows of L1's size.
+    let mut scores = data(L1, -4.0, 4.0);
+    let ragged = L1 - L1 % RAGGED_COLS;
+    let l1_cases = [
+        ("l1_scalar", Isa::Scalar, ragged),
+        ("l1_best", best(), ragged),
+    ];
+    run_cases(
+        c,
+        "softmax_ragged",
+        &l1_cases,
+        |n| 8 * n as u64,
+        |n| softmax_rows_inplace(&mut scores[..n], RAGGED_COLS).expect("shapes"),
+    );
     run(
         c,
         "layer_norm",

@@ -6,7 +6,7 @@
 use rml_core::{Error, Result};
 
 use crate::elementwise::BinaryOp;
-use crate::simd::{Simd, dispatch, head_len};
+use crate::simd::{Edges, Simd, dispatch};
 
 /// `out[i] = second(first(a[i], b[i]), c[i])`. Every slice must have `out`'s
 /// length ([`Error::LengthMismatch`] otherwise).
@@ -79,27 +79,46 @@ fn with_second<V: Simd, F: VecOp>(second: BinaryOp, abc: [&[f32]; 3], out: &mut 
     }
 }
 
-/// The loop: a padded head up to `out`'s first vector-aligned element (as
-/// `binary` runs it), whole vectors, then a padded tail (as `binary` pads it, with
-/// 1.0), so every element gets the bits the two separate ops give it.
+/// The loop: whole vectors from `out`'s first vector-aligned element on, and
+/// its partial vectors at either end as overlapping whole ones ([`Edges`], as
+/// `binary` writes them); an `out` shorter than a vector through padded vectors
+/// (as `binary` pads them, with 1.0), so every element gets the bits the two
+/// separate ops give it.
 #[inline(always)]
-fn chain<V: Simd, F: VecOp, G: VecOp>([a, b, c]: [&[f32]; 3], out: &mut [f32]) {
-    let head = head_len::<V, _>(out);
-    let (oh, out) = out.split_at_mut(head);
-    chain_short::<V, F, G>([a, b, c], oh);
-    let [a, b, c] = [a, b, c].map(|s| &s[head..]);
+fn chain<V: Simd, F: VecOp, G: VecOp>(abc: [&[f32]; 3], out: &mut [f32]) {
+    let Some(edges) = Edges::of::<V>(out) else {
+        chain_short::<V, F, G>(abc, out);
+        return;
+    };
+    if edges.head > 0 {
+        chain_at::<V, F, G>(abc, 0).store(out);
+    }
+    let [a, b, c] = abc;
+    let h = edges.head;
+    let (a, b, c) = (&a[h..], &b[h..], &c[h..]);
+    let out_whole = &mut out[edges.head..];
     let l = V::LANES;
-    let main = out.len() - out.len() % l;
-    let (om, ot) = out.split_at_mut(main);
-    for (((ac, bc), cc), oc) in a
+    let main = out_whole.len() - out_whole.len() % l;
+    for (((ac, bc), cc), oc) in a[..main]
         .chunks_exact(l)
-        .zip(b.chunks_exact(l))
-        .zip(c.chunks_exact(l))
-        .zip(om.chunks_exact_mut(l))
+        .zip(b[..main].chunks_exact(l))
+        .zip(c[..main].chunks_exact(l))
+        .zip(out_whole[..main].chunks_exact_mut(l))
     {
         G::ap(F::ap(V::load(ac), V::load(bc)), V::load(cc)).store(oc);
     }
-    chain_short::<V, F, G>([a, b, c].map(|s| &s[main..]), ot);
+    if let Some(at) = edges.tail {
+        chain_at::<V, F, G>(abc, at).store(&mut out[at..]);
+    }
+}
+
+/// The chain over the whole vector at element `at`.
+#[inline(always)]
+fn chain_at<V: Simd, F: VecOp, G: VecOp>([a, b, c]: [&[f32]; 3], at: usize) -> V {
+    G::ap(
+        F::ap(V::load(&a[at..]), V::load(&b[at..])),
+        V::load(&c[at..]),
+    )
 }
 
 /// [`chain`] over fewer than `V::LANES` elements, through padded vectors.

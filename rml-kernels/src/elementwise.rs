@@ -15,7 +15,7 @@ use crate::math::{
     erf_v, exp_pair_v, exp_v, gelu_pair_v, gelu_tanh_pair_v, gelu_tanh_v, gelu_v, log_pair_v,
     log_v, sigmoid_pair_v, sigmoid_v, silu_pair_v, silu_v, softplus_v,
 };
-use crate::simd::{Simd, dispatch, dispatch_streamed, head_len, prefetch_ahead, put};
+use crate::simd::{Edges, Simd, dispatch, dispatch_streamed, prefetch_ahead, put};
 
 /// A unary f32 function applied elementwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,8 +202,8 @@ fn unary_pair_v<V: Simd>(op: UnaryOp, pair: [V; 2]) -> [V; 2] {
     }
 }
 
-/// `y = op(x)` over fewer than `V::LANES` elements, through a padded vector: a
-/// head before the first aligned vector, or a tail.
+/// `y = op(x)` over fewer than `V::LANES` elements, through a padded vector
+/// ([`Simd::load_tail`], [`Simd::store_tail`]): a call shorter than a vector.
 #[inline(always)]
 fn map_short<V: Simd>(x: &[f32], y: &mut [f32], op: &impl Fn([V; 2]) -> [V; 2]) {
     if !x.is_empty() {
@@ -234,7 +234,8 @@ pub(crate) fn streams_out(len: usize) -> bool {
     len.saturating_mul(core::mem::size_of::<f32>()) > STREAM_STORE_MIN_BYTES
 }
 
-/// `y = f(x)` vector by vector, stores aligned to whole vectors (see [`head_len`]);
+/// `y = f(x)` vector by vector, the loop's stores aligned to whole vectors and
+/// the partial ones at either end written as overlapping whole ones ([`Edges`]);
 /// with `S`, the whole vectors go past the caches and `x` is asked for ahead
 /// ([`prefetch_ahead`]).
 #[inline(always)]
@@ -249,17 +250,33 @@ pub(crate) fn map_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], f: impl F
 
 /// [`map_to`] with an op that takes two vectors at a time: one whose form hangs on
 /// a test of each vector can take both down one branch, where the two dependency
-/// chains interleave ([`unary_pair_v`]). A vector alone (the head, an odd last
-/// whole vector, the tail) goes through [`alone`].
+/// chains interleave ([`unary_pair_v`]). A vector alone (an odd last whole vector,
+/// the [`Edges`]) goes through [`alone`]. `x` holds as many values as `y`.
 #[inline(always)]
 fn map_pairs_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], op: impl Fn([V; 2]) -> [V; 2]) {
-    let (xh, x) = x.split_at(head_len::<V, _>(y));
-    let (yh, y) = y.split_at_mut(xh.len());
-    map_short(xh, yh, &op);
+    let x = &x[..y.len()];
+    let Some(edges) = Edges::of::<V>(y) else {
+        map_short(x, y, &op);
+        return;
+    };
+    if edges.head > 0 {
+        alone(&op, V::load(x)).store(y);
+    }
+    map_whole::<V, S>(&x[edges.head..], &mut y[edges.head..], &op);
+    if let Some(at) = edges.tail {
+        alone(&op, V::load(&x[at..])).store(&mut y[at..]);
+    }
+}
+
+/// `y = op(x)` over the whole vectors of `y` (which starts on a vector boundary;
+/// `x` as long), two a step on the SIMD types; values past the last whole vector
+/// are the caller's. With `S` the stores go past the caches and `x` is asked for
+/// ahead ([`prefetch_ahead`]).
+#[inline(always)]
+fn map_whole<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], op: &impl Fn([V; 2]) -> [V; 2]) {
     let l = V::LANES;
-    let main = x.len() - x.len() % l;
-    let (xm, xt) = x.split_at(main);
-    let (ym, yt) = y.split_at_mut(main);
+    let main = y.len() - y.len() % l;
+    let (xm, ym) = (&x[..main], &mut y[..main]);
     // SIMD types run two vectors per iteration: two independent dependency chains
     // side by side keep more of a long transcendental's latency covered (erf,
     // softplus, exp: ~10% faster). The one-lane scalar type keeps the plain loop,
@@ -277,9 +294,8 @@ fn map_pairs_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], op: impl Fn([V
         put::<V, S>(v1, y1);
     }
     for (xc, yc) in xr.chunks_exact(l).zip(yr.chunks_exact_mut(l)) {
-        put::<V, S>(alone(&op, V::load(xc)), yc);
+        put::<V, S>(alone(op, V::load(xc)), yc);
     }
-    map_short(xt, yt, &op);
 }
 
 /// `x = f(x)` in place, stores aligned as [`map_to`]'s.
@@ -292,15 +308,41 @@ pub(crate) fn map_inplace<V: Simd>(x: &mut [f32], f: impl Fn(V) -> V) {
     );
 }
 
-/// [`map_pairs_to`] in place: two vectors a step on the SIMD types.
+/// [`map_pairs_to`] in place: two vectors a step on the SIMD types. The
+/// [`Edges`] take their values from the input before the whole vectors overwrite
+/// it, and store them after.
 #[inline(always)]
 fn map_pairs_inplace<V: Simd>(x: &mut [f32], op: impl Fn([V; 2]) -> [V; 2]) {
-    let head = head_len::<V, _>(x);
-    let (xh, x) = x.split_at_mut(head);
-    map_short_inplace(xh, &op);
+    let Some(edges) = Edges::of::<V>(x) else {
+        map_short_inplace(x, &op);
+        return;
+    };
+    // No closures here: a plain closure is not always inlined, and compiled
+    // without the path's target features (see `TableRow` in `math`).
+    let head = if edges.head > 0 {
+        Some(alone(&op, V::load(x)))
+    } else {
+        None
+    };
+    let tail = match edges.tail {
+        Some(at) => Some((at, alone(&op, V::load(&x[at..])))),
+        None => None,
+    };
+    map_whole_inplace(&mut x[edges.head..], &op);
+    if let Some(v) = head {
+        v.store(x);
+    }
+    if let Some((at, v)) = tail {
+        v.store(&mut x[at..]);
+    }
+}
+
+/// [`map_whole`] in place.
+#[inline(always)]
+fn map_whole_inplace<V: Simd>(x: &mut [f32], op: &impl Fn([V; 2]) -> [V; 2]) {
     let l = V::LANES;
     let main = x.len() - x.len() % l;
-    let (xm, xt) = x.split_at_mut(main);
+    let xm = &mut x[..main];
     let pairs = if l > 1 { main - main % (2 * l) } else { 0 };
     let (xp, xr) = xm.split_at_mut(pairs);
     for c in xp.chunks_exact_mut(2 * l) {
@@ -310,9 +352,8 @@ fn map_pairs_inplace<V: Simd>(x: &mut [f32], op: impl Fn([V; 2]) -> [V; 2]) {
         v1.store(c1);
     }
     for c in xr.chunks_exact_mut(l) {
-        alone(&op, V::load(c)).store(c);
+        alone(op, V::load(c)).store(c);
     }
-    map_short_inplace(xt, &op);
 }
 
 /// [`map_short`] in place.
@@ -394,7 +435,8 @@ enum Src<'a> {
     Splat(f32),
 }
 
-/// `out = f(a, b)` over fewer than `V::LANES` elements, through padded vectors.
+/// `out = f(a, b)` over fewer than `V::LANES` elements, through padded vectors
+/// (see [`map_short`]).
 #[inline(always)]
 fn zip_short<V: Simd>(a: &[f32], b: &[f32], out: &mut [f32], f: &impl Fn(V, V) -> V) {
     if !out.is_empty() {
@@ -403,6 +445,33 @@ fn zip_short<V: Simd>(a: &[f32], b: &[f32], out: &mut [f32], f: &impl Fn(V, V) -
     }
 }
 
+/// `out = f(a, b)` over the whole vectors of `out` (which starts on a vector
+/// boundary; `a` and `b` as long), past the caches with `S`; values past the last
+/// whole vector are the caller's.
+#[inline(always)]
+fn zip_whole<V: Simd, const S: bool>(
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    f: &impl Fn(V, V) -> V,
+) {
+    let l = V::LANES;
+    let main = out.len() - out.len() % l;
+    for ((ac, bc), oc) in a[..main]
+        .chunks_exact(l)
+        .zip(b[..main].chunks_exact(l))
+        .zip(out[..main].chunks_exact_mut(l))
+    {
+        if S {
+            prefetch_ahead(ac);
+            prefetch_ahead(bc);
+        }
+        put::<V, S>(f(V::load(ac), V::load(bc)), oc);
+    }
+}
+
+/// `out = f(a, b)` for one row or flat run, `a` and `b` slices as long as `out`
+/// or splats.
 #[inline(always)]
 fn bin_rows<V: Simd, const S: bool>(
     a: Src<'_>,
@@ -413,25 +482,19 @@ fn bin_rows<V: Simd, const S: bool>(
     let n = out.len();
     match (a, b) {
         (Src::Slice(a), Src::Slice(b)) => {
-            let head = head_len::<V, _>(out);
-            let (oh, out) = out.split_at_mut(head);
-            zip_short(a, b, oh, &f);
-            let (a, b) = (&a[head..n], &b[head..n]);
-            let l = V::LANES;
-            let main = out.len() - out.len() % l;
-            let (om, ot) = out.split_at_mut(main);
-            for ((ac, bc), oc) in a
-                .chunks_exact(l)
-                .zip(b.chunks_exact(l))
-                .zip(om.chunks_exact_mut(l))
-            {
-                if S {
-                    prefetch_ahead(ac);
-                    prefetch_ahead(bc);
-                }
-                put::<V, S>(f(V::load(ac), V::load(bc)), oc);
+            let (a, b) = (&a[..n], &b[..n]);
+            let Some(edges) = Edges::of::<V>(out) else {
+                zip_short(a, b, out, &f);
+                return;
+            };
+            if edges.head > 0 {
+                f(V::load(a), V::load(b)).store(out);
             }
-            zip_short(&a[main..], &b[main..], ot, &f);
+            let head = edges.head;
+            zip_whole::<V, S>(&a[head..], &b[head..], &mut out[head..], &f);
+            if let Some(at) = edges.tail {
+                f(V::load(&a[at..]), V::load(&b[at..])).store(&mut out[at..]);
+            }
         }
         (Src::Slice(a), Src::Splat(s)) => {
             let s = V::splat(s);
@@ -541,7 +604,10 @@ fn operand_src<'a>(o: Operand<'a>, cols: usize, rows: &Range<usize>) -> Result<O
 
 /// [`binary`]'s work once its operands are checked: one flat run when neither
 /// operand is per-row (`src` both `Some`), else row by row; with `S`, the whole
-/// vectors go past the caches.
+/// vectors go past the caches. The flat run is one row as long as `out`, so each
+/// op's loops are compiled once per ISA and `S`: with a second call for it, LLVM
+/// left the chunk iterators' `zip` out of line in the AVX2 copies (24 values: 27
+/// -> 24 ns).
 #[inline(always)]
 fn binary_v<V: Simd, const S: bool>(
     op: BinaryOp,
@@ -550,15 +616,15 @@ fn binary_v<V: Simd, const S: bool>(
     cols: usize,
     out: &mut [f32],
 ) {
-    match (a, b) {
-        (Some(a), Some(b)) => bin_v::<V, S>(op, a, b, out),
-        _ => {
-            for (i, o) in out.chunks_exact_mut(cols.max(1)).enumerate() {
-                let at = i * cols;
-                let (ra, rb) = (row_src(a, lhs, at, cols), row_src(b, rhs, at, cols));
-                bin_v::<V, S>(op, ra, rb, o);
-            }
-        }
+    let run = if a.is_some() && b.is_some() {
+        out.len()
+    } else {
+        cols
+    };
+    for (i, o) in out.chunks_exact_mut(run.max(1)).enumerate() {
+        let at = i * run;
+        let (ra, rb) = (row_src(a, lhs, at, run), row_src(b, rhs, at, run));
+        bin_v::<V, S>(op, ra, rb, o);
     }
 }
 

@@ -131,7 +131,7 @@ fn exp_pair<V: Simd, U: ExpUnit>([a, b]: [V; 2], e: &RowExp<V, U>, acc: &mut [V;
 }
 
 /// The exponentials of the partial vector `v` (padded with `-inf`) stored to `dst`,
-/// and their sum in order.
+/// and their sum in order: a row shorter than a vector.
 #[inline(always)]
 fn exp_tail<V: Simd, U: ExpUnit>(v: V, e: &RowExp<V, U>, dst: &mut [f32]) -> f32 {
     let mut buf = [0.0f32; crate::simd::MAX_LANES];
@@ -139,6 +139,26 @@ fn exp_tail<V: Simd, U: ExpUnit>(v: V, e: &RowExp<V, U>, dst: &mut [f32]) -> f32
     let t = dst.len();
     dst.copy_from_slice(&buf[..t]);
     buf[..t].iter().sum::<f32>()
+}
+
+/// A row's last `t` values (`0 < t < LANES`, the row at least a vector long) as
+/// the whole vector `v` of its last `LANES` inputs: their exponentials stored to
+/// `dst` (that vector's place), and the sum of the last `t` in order, the sum
+/// [`exp_tail`] takes. The lanes before them repeat the whole vectors' values,
+/// the same bits (each lane's exponential is its own): a plain store in place of
+/// a copy through a buffer (a `memcpy` call per row).
+#[inline(always)]
+fn exp_tail_overlapping<V: Simd, U: ExpUnit>(
+    v: V,
+    t: usize,
+    e: &RowExp<V, U>,
+    dst: &mut [f32],
+) -> f32 {
+    let ev = e.of(v);
+    ev.store(dst);
+    let mut buf = [0.0f32; crate::simd::MAX_LANES];
+    ev.store(&mut buf);
+    buf[V::LANES - t..V::LANES].iter().sum::<f32>()
 }
 
 /// `y = exp(x − max)` in the form `form`, returning the sum of `y`, calling
@@ -188,16 +208,19 @@ fn exp_sum_to<V: Simd, U: ExpUnit>(
         eb.store(yb);
         after_pair(i);
     }
-    let (mut x, mut y) = (&x[pairs..], &mut y[pairs..]);
-    if x.len() >= l {
-        let v = e.of(V::load(x));
+    let (mut xs, mut ys) = (&x[pairs..], &mut y[pairs..]);
+    if xs.len() >= l {
+        let v = e.of(V::load(xs));
         acc[0] = acc[0].add(v);
-        v.store(y);
-        (x, y) = (&x[l..], &mut y[l..]);
+        v.store(ys);
+        (xs, ys) = (&xs[l..], &mut ys[l..]);
     }
     let mut sum = acc[0].add(acc[1]).reduce_sum();
-    if !x.is_empty() {
-        sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), &e, y);
+    let (n, t) = (x.len(), xs.len());
+    if t > 0 && n >= l {
+        sum += exp_tail_overlapping(V::load(&x[n - l..]), t, &e, &mut y[n - l..]);
+    } else if t > 0 {
+        sum += exp_tail(V::load_tail(xs, f32::NEG_INFINITY), &e, ys);
     }
     sum
 }
@@ -511,23 +534,32 @@ fn exp_sub_sum_inplace<V: Simd>(x: &mut [f32], max: f32, form: ExpForm) -> f32 {
 fn exp_sum_inplace<V: Simd, U: ExpUnit>(x: &mut [f32], max: f32) -> f32 {
     let l = V::LANES;
     let e = RowExp::<V, U>::new(max);
-    let pairs = x.len() - x.len() % (2 * l);
-    let (xp, mut x) = x.split_at_mut(pairs);
+    let n = x.len();
+    let (pairs, whole, t) = (n - n % (2 * l), n - n % l, n % l);
+    // The tail's overlapping vector is read before the loops overwrite its
+    // first lanes.
+    let tail_in = if t > 0 && whole > 0 {
+        Some(V::load(&x[n - l..]))
+    } else {
+        None
+    };
     let mut acc = [V::splat(0.0); 2];
-    for c in xp.chunks_exact_mut(2 * l) {
+    for c in x[..pairs].chunks_exact_mut(2 * l) {
         let [ea, eb] = exp_pair([V::load(c), V::load(&c[l..])], &e, &mut acc);
         let (ca, cb) = c.split_at_mut(l);
         ea.store(ca);
         eb.store(cb);
     }
-    if x.len() >= l {
-        let v = e.of(V::load(x));
+    if whole > pairs {
+        let v = e.of(V::load(&x[pairs..]));
         acc[0] = acc[0].add(v);
-        v.store(x);
-        x = &mut x[l..];
+        v.store(&mut x[pairs..]);
     }
     let mut sum = acc[0].add(acc[1]).reduce_sum();
-    if !x.is_empty() {
+    if let Some(v) = tail_in {
+        sum += exp_tail_overlapping(v, t, &e, &mut x[n - l..]);
+    } else if t > 0 {
+        let x = &mut x[whole..];
         sum += exp_tail(V::load_tail(x, f32::NEG_INFINITY), &e, x);
     }
     sum
