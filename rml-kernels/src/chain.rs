@@ -193,7 +193,7 @@ mod tests {
                             &mut want,
                         )
                         .unwrap();
-                        // The output at an offset: a padded head first.
+                        // The output at an offset: a head vector first.
                         let mut got_buf = vec![0.0; n + 5];
                         let got = &mut got_buf[5..];
                         binary_chain([first, second], [&a, &b, &c], got).unwrap();

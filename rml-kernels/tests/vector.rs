@@ -200,8 +200,8 @@ fn unary_matches_elementwise_on_ragged_unaligned_slices() {
                     let mut buf = vec![0.0f32; n + offset];
                     rng.fill(&mut buf, -12.0, 12.0);
                     let x = &buf[offset..];
-                    // Outputs at several alignments: the kernels run the elements
-                    // before the first vector-aligned one through a padded head.
+                    // Outputs at several alignments: the kernels write the elements
+                    // before the first vector-aligned one as a head vector.
                     let o = 1 + 5 * offset;
                     let mut out = vec![f32::NAN; n + o];
                     unary(op, x, &mut out[o..]).unwrap();
