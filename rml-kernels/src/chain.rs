@@ -90,13 +90,10 @@ fn chain<V: Simd, F: VecOp, G: VecOp>(abc: [&[f32]; 3], out: &mut [f32]) {
         chain_short::<V, F, G>(abc, out);
         return;
     };
-    if edges.head > 0 {
-        chain_at::<V, F, G>(abc, 0).store(out);
-    }
     let [a, b, c] = abc;
     let h = edges.head;
     let (a, b, c) = (&a[h..], &b[h..], &c[h..]);
-    let out_whole = &mut out[edges.head..];
+    let out_whole = &mut out[h..];
     let l = V::LANES;
     let main = out_whole.len() - out_whole.len() % l;
     for (((ac, bc), cc), oc) in a[..main]
@@ -107,9 +104,12 @@ fn chain<V: Simd, F: VecOp, G: VecOp>(abc: [&[f32]; 3], out: &mut [f32]) {
     {
         G::ap(F::ap(V::load(ac), V::load(bc)), V::load(cc)).store(oc);
     }
-    if let Some(at) = edges.tail {
-        chain_at::<V, F, G>(abc, at).store(&mut out[at..]);
-    }
+    edges
+        .values(
+            #[inline(always)]
+            |at| chain_at::<V, F, G>(abc, at),
+        )
+        .store(out);
 }
 
 /// The chain over the whole vector at element `at`.

@@ -259,13 +259,13 @@ fn map_pairs_to<V: Simd, const S: bool>(x: &[f32], y: &mut [f32], op: impl Fn([V
         map_short(x, y, &op);
         return;
     };
-    if edges.head > 0 {
-        alone(&op, V::load(x)).store(y);
-    }
     map_whole::<V, S>(&x[edges.head..], &mut y[edges.head..], &op);
-    if let Some(at) = edges.tail {
-        alone(&op, V::load(&x[at..])).store(&mut y[at..]);
-    }
+    edges
+        .values(
+            #[inline(always)]
+            |at| alone(&op, V::load(&x[at..])),
+        )
+        .store(y);
 }
 
 /// `y = op(x)` over the whole vectors of `y` (which starts on a vector boundary;
@@ -317,24 +317,12 @@ fn map_pairs_inplace<V: Simd>(x: &mut [f32], op: impl Fn([V; 2]) -> [V; 2]) {
         map_short_inplace(x, &op);
         return;
     };
-    // No closures here: a plain closure is not always inlined, and compiled
-    // without the path's target features (see `TableRow` in `math`).
-    let head = if edges.head > 0 {
-        Some(alone(&op, V::load(x)))
-    } else {
-        None
-    };
-    let tail = match edges.tail {
-        Some(at) => Some((at, alone(&op, V::load(&x[at..])))),
-        None => None,
-    };
+    let saved = edges.values(
+        #[inline(always)]
+        |at| alone(&op, V::load(&x[at..])),
+    );
     map_whole_inplace(&mut x[edges.head..], &op);
-    if let Some(v) = head {
-        v.store(x);
-    }
-    if let Some((at, v)) = tail {
-        v.store(&mut x[at..]);
-    }
+    saved.store(x);
 }
 
 /// [`map_whole`] in place.
@@ -487,14 +475,14 @@ fn bin_rows<V: Simd, const S: bool>(
                 zip_short(a, b, out, &f);
                 return;
             };
-            if edges.head > 0 {
-                f(V::load(a), V::load(b)).store(out);
-            }
             let head = edges.head;
             zip_whole::<V, S>(&a[head..], &b[head..], &mut out[head..], &f);
-            if let Some(at) = edges.tail {
-                f(V::load(&a[at..]), V::load(&b[at..])).store(&mut out[at..]);
-            }
+            edges
+                .values(
+                    #[inline(always)]
+                    |at| f(V::load(&a[at..]), V::load(&b[at..])),
+                )
+                .store(out);
         }
         (Src::Slice(a), Src::Splat(s)) => {
             let s = V::splat(s);

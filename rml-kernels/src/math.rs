@@ -1449,10 +1449,7 @@ const fn low_halves<const R: usize>(table: &[[f32; 16]; R]) -> [[f32; 8]; R] {
     let mut low = [[0.0; 8]; R];
     let mut row = 0;
     while row < R {
-        let Some((first, _)) = table[row].split_first_chunk::<8>() else {
-            unreachable!()
-        };
-        low[row] = *first;
+        low[row] = *table[row].first_chunk::<8>().expect("16 entries");
         row += 1;
     }
     low

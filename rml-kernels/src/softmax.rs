@@ -144,9 +144,9 @@ fn exp_tail<V: Simd, U: ExpUnit>(v: V, e: &RowExp<V, U>, dst: &mut [f32]) -> f32
 /// A row's last `t` values (`0 < t < LANES`, the row at least a vector long) as
 /// the whole vector `v` of its last `LANES` inputs: their exponentials stored to
 /// `dst` (that vector's place), and the sum of the last `t` in order, the sum
-/// [`exp_tail`] takes. The lanes before them repeat the whole vectors' values,
-/// the same bits (each lane's exponential is its own): a plain store in place of
-/// a copy through a buffer (a `memcpy` call per row).
+/// [`exp_tail`] takes, read back from `dst`. The lanes before them repeat the
+/// whole vectors' values, the same bits (each lane's exponential is its own): a
+/// plain store in place of a copy through a buffer (a `memcpy` call per row).
 #[inline(always)]
 fn exp_tail_overlapping<V: Simd, U: ExpUnit>(
     v: V,
@@ -154,11 +154,8 @@ fn exp_tail_overlapping<V: Simd, U: ExpUnit>(
     e: &RowExp<V, U>,
     dst: &mut [f32],
 ) -> f32 {
-    let ev = e.of(v);
-    ev.store(dst);
-    let mut buf = [0.0f32; crate::simd::MAX_LANES];
-    ev.store(&mut buf);
-    buf[V::LANES - t..V::LANES].iter().sum::<f32>()
+    e.of(v).store(dst);
+    dst[V::LANES - t..V::LANES].iter().sum::<f32>()
 }
 
 /// `y = exp(x − max)` in the form `form`, returning the sum of `y`, calling

@@ -344,6 +344,46 @@ impl Edges {
         let tail = ((n - head) % l != 0).then_some(tail_at);
         Some(Edges { head, tail })
     }
+
+    /// The edge vectors' values, `vector_at(at)` giving the kernel's vector for
+    /// `y[at..at + LANES]`: taken after an out-of-place loop, or before an
+    /// in-place one overwrites the input. The closure must be
+    /// `#[inline(always)]`, as every closure between `dispatch!` and the
+    /// intrinsics.
+    #[inline(always)]
+    pub(crate) fn values<V: Simd>(self, vector_at: impl Fn(usize) -> V) -> EdgeValues<V> {
+        let head = if self.head > 0 {
+            Some(vector_at(0))
+        } else {
+            None
+        };
+        let tail = self.tail.map(
+            #[inline(always)]
+            |at| (at, vector_at(at)),
+        );
+        EdgeValues { head, tail }
+    }
+}
+
+/// The vectors of an output's [`Edges`], ready to store.
+pub(crate) struct EdgeValues<V> {
+    /// The head vector, for `y[..LANES]`.
+    head: Option<V>,
+    /// Where the tail vector goes, and the vector.
+    tail: Option<(usize, V)>,
+}
+
+impl<V: Simd> EdgeValues<V> {
+    /// Stores the vectors to the output `y` they were taken for.
+    #[inline(always)]
+    pub(crate) fn store(self, y: &mut [f32]) {
+        if let Some(v) = self.head {
+            v.store(y);
+        }
+        if let Some((at, v)) = self.tail {
+            v.store(&mut y[at..]);
+        }
+    }
 }
 
 /// Stores a whole vector to `y`, past the caches ([`Simd::store_stream`]) when
