@@ -122,8 +122,8 @@ fn narrow_plain<V: Simd, const G: usize>(
 }
 
 /// `store(src)`, `G` vectors a step. With `S`, from the first vector-aligned
-/// output byte on, two vectors' halves are gathered into one vector's bytes and
-/// stored past the caches (the bits pass through a float load and store
+/// output byte on, each two vectors' halves are gathered into one vector's bytes
+/// and stored past the caches (the bits pass through a float load and store
 /// unchanged), and `src` is asked for ahead.
 #[inline(always)]
 fn narrow<V: Simd, const S: bool, const G: usize>(
@@ -140,19 +140,24 @@ fn narrow<V: Simd, const S: bool, const G: usize>(
     let (sh, src) = src.split_at(head);
     let (dh, dst) = dst.split_at_mut(head);
     narrow_plain(sh, dh, &store);
-    let pairs = src.len() - src.len() % (2 * l);
-    let (sp, st) = src.split_at(pairs);
-    let (dp, dt) = dst.split_at_mut(pairs);
-    // Whole pairs start on a vector boundary; only an empty `dp` can fail the cast.
-    let dp: &mut [f32] = bytemuck::try_cast_slice_mut(dp).unwrap_or_default();
-    let mut line = [0.0f32; MAX_LANES];
-    for (s, d) in sp.chunks_exact(2 * l).zip(dp.chunks_exact_mut(l)) {
+    // A step narrows whole groups into whole output vectors.
+    let step = G.max(2) * l;
+    let whole = src.len() - src.len() % step;
+    let (sw, st) = src.split_at(whole);
+    let (dw, dt) = dst.split_at_mut(whole);
+    // Whole steps start on a vector boundary; only an empty `dw` can fail the cast.
+    let dw: &mut [f32] = bytemuck::try_cast_slice_mut(dw).unwrap_or_default();
+    let mut lines = [0.0f32; MAX_GROUP / 2 * MAX_LANES];
+    let lines = &mut lines[..step / 2];
+    for (s, d) in sw.chunks_exact(step).zip(dw.chunks_exact_mut(step / 2)) {
         prefetch_ahead(s);
-        let halves: &mut [u16] = bytemuck::cast_slice_mut(&mut line[..l]);
+        let halves: &mut [u16] = bytemuck::cast_slice_mut(lines);
         for (sg, hg) in s.chunks_exact(G * l).zip(halves.chunks_exact_mut(G * l)) {
             store(group(sg), hg);
         }
-        V::load(&line).store_stream(d);
+        for (line, dv) in lines.chunks_exact(l).zip(d.chunks_exact_mut(l)) {
+            V::load(line).store_stream(dv);
+        }
     }
     narrow_plain(st, dt, &store);
 }
@@ -199,18 +204,18 @@ fn widen_all<const BF: bool>(src: &[u16], dst: &mut [f32]) -> Result<()> {
 
 /// Narrows a whole slice on the active path, streaming as [`widen_all`] does
 /// (the output is half the f32 input's size, but the call sweeps both through
-/// the caches), bf16 two vectors a step on the vector paths as [`widen_all`]
-/// widens them ([`Simd::store_bf16_pair`]).
+/// the caches), bf16 four vectors a step on the vector paths as [`widen_all`]
+/// widens them ([`Simd::store_bf16_quad`]).
 // The closures are not redundant: see `widen_all`.
 #[allow(clippy::redundant_closure)]
 fn narrow_all<const BF: bool>(src: &[f32], dst: &mut [u16]) -> Result<()> {
     same_len(src.len(), dst.len())?;
     dispatch_streamed!(streams_out(src.len()), |V, S| if BF && V::LANES > 1 {
-        narrow::<V, S, 2>(
+        narrow::<V, S, 4>(
             src,
             dst,
             #[inline(always)]
-            |p, d| V::store_bf16_pair(p, d),
+            |p, d| V::store_bf16_quad(p, d),
         )
     } else {
         narrow::<V, S, 1>(

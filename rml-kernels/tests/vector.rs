@@ -1141,13 +1141,13 @@ fn bf16_nan_anywhere_widens_as_half_does() {
 
 /// An f32 NaN at any place in a run of ordinary values, signalling or quiet,
 /// narrows to bf16 and f16 as `half` narrows it, and its neighbours exactly: the
-/// vector paths test a pair of vectors for NaN at once and take the NaN handling
-/// only for the pairs that hold one.
+/// vector paths test four vectors for bf16 NaN at once and take the NaN handling
+/// only for the groups that hold one.
 #[test]
 fn f32_nan_anywhere_narrows_as_half_does() {
     for_each_isa(|isa| {
         for nan in [0x7f80_0001u32, 0xffc0_8001, 0x7fff_ffff] {
-            // Under Miri every fifth place: still both vectors of each pair.
+            // Under Miri every fifth place: still every vector of each group.
             for at in (0..70).step_by(test_len(1, 5)) {
                 let mut src = vec![1.5f32; 70];
                 src[at] = f32::from_bits(nan);

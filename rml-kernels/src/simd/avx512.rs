@@ -217,21 +217,16 @@ impl Simd for F32x16 {
         unsafe { store_high_halves(rounded, s.as_mut_ptr()) }
     }
     #[inline(always)]
-    fn store_bf16_pair([lo, hi]: [Self; 2], s: &mut [u16]) {
-        assert!(s.len() >= 32);
-        // The usual pair holds no NaN and takes no NaN blend.
-        let (lo, hi) = if unordered(lo.0, hi.0) == 0 {
-            (bf16_rounded(lo.0, 0), bf16_rounded(hi.0, 0))
-        } else {
-            (
-                bf16_rounded(lo.0, lo.is_nan()),
-                bf16_rounded(hi.0, hi.is_nan()),
-            )
-        };
-        // SAFETY: 32 values writable (checked).
-        unsafe {
-            store_high_halves(lo, s.as_mut_ptr());
-            store_high_halves(hi, s.as_mut_ptr().add(16));
+    fn store_bf16_quad(v: [Self; 4], s: &mut [u16]) {
+        assert!(s.len() >= 64);
+        // The usual four vectors hold no NaN and take no NaN blend: one test
+        // for all four, as `load_bf16_quad` does.
+        let [a, b, c, d] = v;
+        let any_nan = unordered(a.0, b.0) | unordered(c.0, d.0) != 0;
+        for (k, v) in v.into_iter().enumerate() {
+            let nan = if any_nan { v.is_nan() } else { 0 };
+            // SAFETY: 64 values writable (checked), `k < 4`.
+            unsafe { store_high_halves(bf16_rounded(v.0, nan), s.as_mut_ptr().add(16 * k)) }
         }
     }
     #[inline(always)]

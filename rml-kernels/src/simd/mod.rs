@@ -94,14 +94,18 @@ pub(crate) trait Simd: Copy {
     }
     /// Narrows to bfloat16 with round-to-nearest-even and stores the bits.
     fn store_bf16(self, s: &mut [u16]);
-    /// Narrows two vectors to bfloat16 and stores the `2 · LANES` values in
-    /// order: two [`Simd::store_bf16`] by default; AVX2 gathers both vectors'
-    /// halves with two byte shuffles and one reorder into one store; AVX2 and
-    /// AVX-512 skip the NaN handling when neither vector holds a NaN.
+    /// Narrows four vectors to bfloat16 and stores the `4 · LANES` values in
+    /// order: four [`Simd::store_bf16`] by default. AVX2 gathers each two
+    /// vectors' halves with two byte shuffles and one reorder into one store;
+    /// AVX2 and AVX-512 skip the NaN handling when none of the four vectors
+    /// holds a NaN, as [`Simd::load_bf16_quad`] does.
     #[inline(always)]
-    fn store_bf16_pair([lo, hi]: [Self; 2], s: &mut [u16]) {
-        lo.store_bf16(s);
-        hi.store_bf16(&mut s[Self::LANES..]);
+    fn store_bf16_quad([a, b, c, d]: [Self; 4], s: &mut [u16]) {
+        let l = Self::LANES;
+        a.store_bf16(s);
+        b.store_bf16(&mut s[l..]);
+        c.store_bf16(&mut s[2 * l..]);
+        d.store_bf16(&mut s[3 * l..]);
     }
 
     /// Every lane set to `v`.
