@@ -571,6 +571,18 @@ fn reduce_v<V: Simd>(op: ReduceOp, x: &[f32], stream: bool) -> f32 {
     }
 }
 
+/// `out[i] = op(row i)` over the rows of `cols` values in `x`. Called with `op`
+/// a constant, so that each op gets its own copy of the loop: with the op matched
+/// inside one shared loop, every row went through a jump table and that loop's
+/// setup for all four ops (Zen 3, rows of 64 in L1: max 219-229 -> 188-199 ns
+/// per 2048 values, rows of 1024: sum 59-62 -> 53-55).
+#[inline(always)]
+fn reduce_each_row<V: Simd>(op: ReduceOp, x: &[f32], cols: usize, stream: bool, out: &mut [f32]) {
+    for (o, row) in out.iter_mut().zip(x.chunks_exact(cols)) {
+        *o = reduce_v::<V>(op, row, stream);
+    }
+}
+
 /// `out[i] = op(row rows.start + i)` for a row-major matrix `x` of `cols` columns.
 ///
 /// `x` must hold at least `rows.end * cols` values ([`Error::BufferTooSmall`]) and
@@ -595,8 +607,14 @@ pub fn reduce_rows(
         if cols == 0 {
             out.fill(reduce_v::<V>(op, &[], false));
         } else {
-            for (o, row) in out.iter_mut().zip(x.chunks_exact(cols)) {
-                *o = reduce_v::<V>(op, row, stream);
+            // Each arm passes its op as a constant (see `reduce_each_row`).
+            match op {
+                ReduceOp::Sum => reduce_each_row::<V>(ReduceOp::Sum, x, cols, stream, out),
+                ReduceOp::Max => reduce_each_row::<V>(ReduceOp::Max, x, cols, stream, out),
+                ReduceOp::Mean => reduce_each_row::<V>(ReduceOp::Mean, x, cols, stream, out),
+                ReduceOp::Variance => {
+                    reduce_each_row::<V>(ReduceOp::Variance, x, cols, stream, out)
+                }
             }
         }
     });
