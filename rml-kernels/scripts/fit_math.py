@@ -159,6 +159,24 @@ def gelu_table():
     print_table("GELU_T", rows, -1.0)
 
 
+def gelu_tail():
+    """GELU's tail polynomial on AVX2: `-a Phi(-a) e^{a^2/2} = sum_k c_k t^k`,
+    `t = a - 7.875`, on `[3.75, 12]` (where `gelu_table` has intervals 8-15), one
+    degree-11 polynomial instead of the sixteen-entry table that takes AVX2 two
+    `vpermps` and a blend per coefficient. Fitted as `fit_interval` fits an
+    interval (the same relative error), printed lowest degree first (math.rs
+    evaluates it by Estrin's scheme), negated as the table is.
+    """
+    mills = np.vectorize(lambda a: a * 0.5 * math.erfc(a / math.sqrt(2.0)) * math.exp(a * a / 2))
+    degree = 11
+    rows = [[] for _ in range(degree + 1)]
+    err = fit_interval(mills, cheb_grid(3.75, 12.0), 7.875, degree, rows)
+    coefficients = [-r[0] for r in rows][::-1]
+    print(f"// GELU_TAIL: degree {degree}, max relative error {err:.3e}")
+    print(f"const GELU_TAIL: [f32; {degree + 1}] = [" +
+          ", ".join(rust_f32(c) for c in coefficients) + "];")
+
+
 def softplus_table():
     """log1p(e^{-a}) = c_i + t P_i(t), t = a - i, i = round(a) clamped to 15 (softplus).
 
@@ -297,6 +315,7 @@ def main():
 
     erf_table()
     gelu_table()
+    gelu_tail()
     softplus_table()
     tanh_table()
     exp2_sixteenths()

@@ -69,9 +69,11 @@
 //!   `relu(x) - a Phi(-a)`, `a = |x|`, with the normal tail `Phi(-a)` from eight
 //!   `vpermps` tables (degree-6 `P_i` per interval, `gelu_table_v`): no division,
 //!   no exponential, 1.9x faster. A vector with a lane at `3.75 <= |x| < 12`
-//!   takes sixteen intervals (`gelu_wide_v`): the eight, then `e^{-a^2/2}` times
-//!   a table of the slowly varying `a Phi(-a) e^{a^2/2}`, the exponential as
-//!   `2^k 2^{j/16}` (a sixteen-entry table) times a cubic (`exp_neg_half_sq_v`).
+//!   takes the eight, then `e^{-a^2/2}` times the slowly varying `a Phi(-a)
+//!   e^{a^2/2}`: on AVX-512 from eight more intervals of the table (sixteen in
+//!   all, `gelu_wide_v`), on AVX2 from one degree-11 polynomial (`gelu_tail_v`,
+//!   by Estrin's scheme), the exponential as `2^k 2^{j/16}` (a sixteen-entry
+//!   table) times a cubic (`exp_neg_half_sq_v`).
 //! - GELU (tanh form) `x/2 (1 + tanh(u))`, `u = sqrt(2/pi) (x + 0.044715 x^3)`:
 //!   computed as the identical `x sigmoid(2u)`, free of cancellation, with `2u`
 //!   formed as `t = 2u log2 e` (`log2 e` folded into the cubic's constants) and
@@ -1394,10 +1396,12 @@ fn gelu_parts<V: Simd>(x: V, xc: V) -> (V, V, V) {
 
 /// `x/2 (1 + erf(x / sqrt 2))`. Where [`Simd::lookup8`] is one instruction
 /// (AVX2, AVX-512): from the first eight intervals of [`GELU_T`] when every lane
-/// has `|x| < GELU_TABLE_MAX` (a network's usual inputs), else from all sixteen
-/// ([`gelu_wide_v`]), which give the same bits on those lanes. Elsewhere by
-/// [`gelu_formula_v`]. Which form a lane gets depends on that lane alone, so an
-/// element's bits do not depend on its neighbours.
+/// has `|x| < GELU_TABLE_MAX` (a network's usual inputs), else, with the same
+/// bits on those lanes, from all sixteen ([`gelu_wide_v`]) where a sixteen-entry
+/// lookup is one instruction too (AVX-512), or from the eight and a polynomial
+/// past them ([`gelu_tail_v`], AVX2). Elsewhere by [`gelu_formula_v`]. Which
+/// form a lane gets depends on that lane alone, so an element's bits do not
+/// depend on its neighbours.
 #[inline(always)]
 pub(crate) fn gelu_v<V: Simd>(x: V) -> V {
     if !V::FAST_LOOKUP {
@@ -1423,7 +1427,7 @@ pub(crate) fn gelu_v<V: Simd>(x: V) -> V {
     if x.all_in(-GELU_TABLE_MAX, GELU_TABLE_MAX) {
         return table;
     }
-    gelu_wide_v(x, a, gelu_table16(a), relu_v(x))
+    gelu_past_fast(x, a, gelu_tail_v(x, a, table))
 }
 
 /// GELU as `relu(x) - a Phi(-a)`, `a = |x|`, with the normal tail `Phi(-a)` from
@@ -1481,7 +1485,13 @@ fn gelu_table16<V: Simd>(a: V) -> V {
 /// [`Simd::lookup16`] takes two `vpermps` and a blend).
 #[inline(always)]
 fn gelu_wide_v<V: Simd>(x: V, a: V, p: V, relu: V) -> V {
-    let y = gelu_wide_sum(a, p, exp_neg_half_sq_v(a), relu);
+    gelu_past_fast(x, a, gelu_wide_sum(a, p, exp_neg_half_sq_v(a), relu))
+}
+
+/// `y` (GELU for lanes with `|x| < GELU_FAST`, `a = |x|`) with the other lanes
+/// and NaN from [`gelu_formula_v`], which runs only when a lane needs it.
+#[inline(always)]
+fn gelu_past_fast<V: Simd>(x: V, a: V, y: V) -> V {
     if x.all_in(-GELU_FAST, GELU_FAST) {
         return y;
     }
@@ -1495,10 +1505,62 @@ fn gelu_wide_sum<V: Simd>(a: V, p: V, e: V, relu: V) -> V {
     V::select(a.lt(V::splat(GELU_TABLE_MAX)), a, e).mul_add(p, relu)
 }
 
+/// `-a Phi(-a) e^{a^2/2} = sum_k c_k t^k` on `[GELU_TABLE_MAX, GELU_FAST]`, `t
+/// = a - 7.875` (the middle), `c_k = GELU_TAIL[k]`: the function intervals 8-15
+/// of [`GELU_T`] tabulate, as one degree-11 polynomial (max relative error
+/// 3.6e-8 in float64 with these f32 coefficients, `scripts/fit_math.py`).
+const GELU_TAIL: [f32; 12] = [
+    -0.392_797_95,
+    -0.001_492_365_8,
+    0.000_268_210_54,
+    -0.000_042_270_527,
+    6.135_118_4e-6,
+    -8.520_431e-7,
+    1.207_062_5e-7,
+    -1.506_023_6e-8,
+    1.107_749_3e-9,
+    -1.653_719e-10,
+    5.817_55e-11,
+    -6.204_281_4e-12,
+];
+
+/// GELU for lanes with `|x| < GELU_FAST`, given `a = |x|` and `table =
+/// gelu_table_v(x, a)`: `table` below `GELU_TABLE_MAX`, else `relu(x) + e^{-a^2/2}
+/// q(a)` with `q` the [`GELU_TAIL`] polynomial. Where a sixteen-entry lookup
+/// takes two `vpermps` and a blend (AVX2), the polynomial's eleven FMAs cost
+/// less than the seven lookups of [`gelu_wide_v`]. They run by Estrin's scheme
+/// but the last, `c_0 + t h(t)`: a chain of five FMAs instead of eleven, with
+/// Horner's accuracy (the final step's rounding dominates, the other terms
+/// being small beside `c_0`; float64 simulation of the f32 steps: max relative
+/// error 8.5e-8, Horner 8.4e-8, Estrin throughout 1.8e-7). Zen 3, uniform
+/// input on `[-8, 8)`, 2048 values in L1: the table 3.09-3.16 µs, the
+/// polynomial by Horner 3.02-3.05, by Estrin 2.86-2.91.
+#[inline(always)]
+fn gelu_tail_v<V: Simd>(x: V, a: V, table: V) -> V {
+    let [c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11] = GELU_TAIL;
+    let t = a.sub(V::splat(7.875));
+    let t2 = t.mul(t);
+    let t4 = t2.mul(t2);
+    // h(t) = c1 + c2 t + ... + c11 t^10: pairs, then pairs of pairs.
+    let c12 = V::splat(c2).mul_add(t, V::splat(c1));
+    let c34 = V::splat(c4).mul_add(t, V::splat(c3));
+    let c56 = V::splat(c6).mul_add(t, V::splat(c5));
+    let c78 = V::splat(c8).mul_add(t, V::splat(c7));
+    let c9_10 = V::splat(c10).mul_add(t, V::splat(c9));
+    let c1_4 = c34.mul_add(t2, c12);
+    let c5_8 = c78.mul_add(t2, c56);
+    let c9_11 = V::splat(c11).mul_add(t2, c9_10);
+    let h = c9_11.mul_add(t4.mul(t4), c5_8.mul_add(t4, c1_4));
+    let q = h.mul_add(t, V::splat(c0));
+    let tail = exp_neg_half_sq_v(a).mul_add(q, relu_v(x));
+    V::select(a.lt(V::splat(GELU_TABLE_MAX)), table, tail)
+}
+
 /// GELU of two vectors, the same bits as [`gelu_v`] on each. On AVX2 (the table
 /// path whose sixteen-entry lookup is two `vpermps` and a blend) both vectors go
 /// down one branch when they agree: both in the eight-interval range, or both
-/// with a lane past it and none at `GELU_FAST` or beyond (uniform input). Their
+/// with a lane past it and none at `GELU_FAST` or beyond (uniform input; there
+/// [`gelu_tail_v`]). Their
 /// long dependency chains then interleave in one straight run of code, as in
 /// [`pair_common`] (Zen 3, 2048 values in L1: uniform input 3.46 -> 3.14 µs,
 /// standard-normal 1.26 -> 1.15). Vectors that disagree take [`gelu_v`] one after
@@ -1514,12 +1576,8 @@ pub(crate) fn gelu_pair_v<V: Simd>([x0, x1]: [V; 2]) -> [V; 2] {
             return [gelu_table_v(x0, a0), gelu_table_v(x1, a1)];
         }
         if !t0 && !t1 && x0.all_in(-GELU_FAST, GELU_FAST) && x1.all_in(-GELU_FAST, GELU_FAST) {
-            let (p0, p1) = (gelu_table16(a0), gelu_table16(a1));
-            let (e0, e1) = (exp_neg_half_sq_v(a0), exp_neg_half_sq_v(a1));
-            return [
-                gelu_wide_sum(a0, p0, e0, relu_v(x0)),
-                gelu_wide_sum(a1, p1, e1, relu_v(x1)),
-            ];
+            let (table0, table1) = (gelu_table_v(x0, a0), gelu_table_v(x1, a1));
+            return [gelu_tail_v(x0, a0, table0), gelu_tail_v(x1, a1, table1)];
         }
     }
     [gelu_v(x0), gelu_v(x1)]
@@ -1932,6 +1990,8 @@ mod tests {
         Gelu8,
         /// `gelu_wide_v`: all sixteen.
         Gelu16,
+        /// `gelu_tail_v`: the eight, then `GELU_TAIL`.
+        GeluTail,
         /// `softplus_table_v`.
         Softplus,
         /// `tanh_table_v`.
@@ -1945,7 +2005,7 @@ mod tests {
         let (op, bound) = match form {
             Form::Softplus => (UnaryOp::Softplus, SOFTPLUS_MAX_ULP),
             Form::Tanh => (UnaryOp::Tanh, TANH_MAX_ULP),
-            Form::Gelu8 | Form::Gelu16 => (UnaryOp::Gelu, GELU_MAX_ULP),
+            Form::Gelu8 | Form::Gelu16 | Form::GeluTail => (UnaryOp::Gelu, GELU_MAX_ULP),
         };
         let n = test_len(200_000, 64);
         let mut xs: Vec<f32> = (0..n)
@@ -1968,6 +2028,10 @@ mod tests {
                         Form::Gelu16 => {
                             let a = v.abs();
                             gelu_wide_v(v, a, gelu_table16(a), relu_v(v))
+                        }
+                        Form::GeluTail => {
+                            let a = v.abs();
+                            gelu_tail_v(v, a, gelu_table_v(v, a))
                         }
                         Form::Softplus => softplus_table_v(v),
                         Form::Tanh => tanh_table_v(v),
@@ -1996,13 +2060,24 @@ mod tests {
         check_table_form(Form::Gelu8, GELU_TABLE_MAX, edges, &extra);
     }
 
-    /// The sixteen-interval GELU on every path's `lookup16` (AVX2 and AVX-512 run
-    /// it in production for vectors with a lane past 3.75).
+    /// The sixteen-interval GELU on every path's `lookup16` (AVX-512 runs it in
+    /// production for vectors with a lane past 3.75).
     #[test]
     fn gelu_wide_form_within_bound_on_every_path() {
         let edges = (0..16).map(|i| 0.25 + 0.5 * i as f32);
         let extra = [0.0, -0.0, -1e-40, -3.75, 3.75, -11.999_999, 11.999_999];
         check_table_form(Form::Gelu16, GELU_FAST, edges, &extra);
+    }
+
+    /// The eight intervals and the tail polynomial on every path's `lookup8`
+    /// (AVX2 runs it in production for vectors with a lane past 3.75): densely,
+    /// at the eight intervals' edges and either side of the switch at 3.75 and
+    /// the polynomial's centre, out to `GELU_FAST`.
+    #[test]
+    fn gelu_tail_form_within_bound_on_every_path() {
+        let edges = (0..8).map(|i| 0.25 + 0.5 * i as f32).chain([3.75, 7.875]);
+        let extra = [0.0, -0.0, -1e-40, -11.999_999, 11.999_999];
+        check_table_form(Form::GeluTail, GELU_FAST, edges, &extra);
     }
 
     /// GELU's `e^{-a^2/2}` on every path within 1.25 ULP of f64 libm's (1.06
