@@ -1482,7 +1482,8 @@ fn gelu_table16<V: Simd>(a: V) -> V {
 /// [`gelu_formula_v`]. One division-free form for every `|x| < GELU_FAST`: 1.5x
 /// faster on AVX-512 than running the eight-interval form and the formula side
 /// by side on a vector that holds a lane past 3.75 (and 1.1x on AVX2, whose
-/// [`Simd::lookup16`] takes two `vpermps` and a blend).
+/// [`Simd::lookup16`] takes two `vpermps` and a blend; AVX2 has since taken
+/// [`gelu_tail_v`]).
 #[inline(always)]
 fn gelu_wide_v<V: Simd>(x: V, a: V, p: V, relu: V) -> V {
     gelu_past_fast(x, a, gelu_wide_sum(a, p, exp_neg_half_sq_v(a), relu))
@@ -1505,10 +1506,13 @@ fn gelu_wide_sum<V: Simd>(a: V, p: V, e: V, relu: V) -> V {
     V::select(a.lt(V::splat(GELU_TABLE_MAX)), a, e).mul_add(p, relu)
 }
 
+/// The middle of `[GELU_TABLE_MAX, GELU_FAST]`, where [`GELU_TAIL`] is centred.
+const GELU_TAIL_MID: f32 = 7.875;
+
 /// `-a Phi(-a) e^{a^2/2} = sum_k c_k t^k` on `[GELU_TABLE_MAX, GELU_FAST]`, `t
-/// = a - 7.875` (the middle), `c_k = GELU_TAIL[k]`: the function intervals 8-15
-/// of [`GELU_T`] tabulate, as one degree-11 polynomial (max relative error
-/// 3.6e-8 in float64 with these f32 coefficients, `scripts/fit_math.py`).
+/// = a - GELU_TAIL_MID`, `c_k = GELU_TAIL[k]`: the function intervals 8-15 of
+/// [`GELU_T`] tabulate, as one degree-11 polynomial (max relative error 3.6e-8
+/// in float64 with these f32 coefficients, `scripts/fit_math.py`).
 const GELU_TAIL: [f32; 12] = [
     -0.392_797_95,
     -0.001_492_365_8,
@@ -1529,16 +1533,17 @@ const GELU_TAIL: [f32; 12] = [
 /// q(a)` with `q` the [`GELU_TAIL`] polynomial. Where a sixteen-entry lookup
 /// takes two `vpermps` and a blend (AVX2), the polynomial's eleven FMAs cost
 /// less than the seven lookups of [`gelu_wide_v`]. They run by Estrin's scheme
-/// but the last, `c_0 + t h(t)`: a chain of five FMAs instead of eleven, with
+/// but the last, `c_0 + t h(t)`: a chain five FMAs deep instead of eleven, with
 /// Horner's accuracy (the final step's rounding dominates, the other terms
 /// being small beside `c_0`; float64 simulation of the f32 steps: max relative
 /// error 8.5e-8, Horner 8.4e-8, Estrin throughout 1.8e-7). Zen 3, uniform
-/// input on `[-8, 8)`, 2048 values in L1: the table 3.09-3.16 µs, the
-/// polynomial by Horner 3.02-3.05, by Estrin 2.86-2.91.
+/// input on `[-8, 8)`, 2048 values in L1, alternated rounds: the table
+/// 3.08-3.18 µs, the polynomial by Horner 3.02-3.05, by Estrin throughout
+/// 2.96-2.99, so 2.83-2.95.
 #[inline(always)]
 fn gelu_tail_v<V: Simd>(x: V, a: V, table: V) -> V {
     let [c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11] = GELU_TAIL;
-    let t = a.sub(V::splat(7.875));
+    let t = a.sub(V::splat(GELU_TAIL_MID));
     let t2 = t.mul(t);
     let t4 = t2.mul(t2);
     // h(t) = c1 + c2 t + ... + c11 t^10: pairs, then pairs of pairs.
@@ -1560,12 +1565,12 @@ fn gelu_tail_v<V: Simd>(x: V, a: V, table: V) -> V {
 /// path whose sixteen-entry lookup is two `vpermps` and a blend) both vectors go
 /// down one branch when they agree: both in the eight-interval range, or both
 /// with a lane past it and none at `GELU_FAST` or beyond (uniform input; there
-/// [`gelu_tail_v`]). Their
-/// long dependency chains then interleave in one straight run of code, as in
-/// [`pair_common`] (Zen 3, 2048 values in L1: uniform input 3.46 -> 3.14 µs,
-/// standard-normal 1.26 -> 1.15). Vectors that disagree take [`gelu_v`] one after
-/// the other, and so do AVX-512 (whose form evaluates the sixteen intervals before
-/// its test; a pairing there is not measured) and the formula paths.
+/// [`gelu_tail_v`]). Their long dependency chains then interleave in one
+/// straight run of code, as in [`pair_common`] (Zen 3, 2048 values in L1:
+/// uniform input 3.46 -> 3.14 µs, standard-normal 1.26 -> 1.15). Vectors that
+/// disagree take [`gelu_v`] one after the other, and so do AVX-512 (whose form
+/// evaluates the sixteen intervals before its test; a pairing there is not
+/// measured) and the formula paths.
 #[inline(always)]
 pub(crate) fn gelu_pair_v<V: Simd>([x0, x1]: [V; 2]) -> [V; 2] {
     if V::FAST_LOOKUP && !V::FAST_LOOKUP16 {
@@ -2075,7 +2080,9 @@ mod tests {
     /// the polynomial's centre, out to `GELU_FAST`.
     #[test]
     fn gelu_tail_form_within_bound_on_every_path() {
-        let edges = (0..8).map(|i| 0.25 + 0.5 * i as f32).chain([3.75, 7.875]);
+        let edges = (0..8)
+            .map(|i| 0.25 + 0.5 * i as f32)
+            .chain([GELU_TABLE_MAX, GELU_TAIL_MID]);
         let extra = [0.0, -0.0, -1e-40, -11.999_999, 11.999_999];
         check_table_form(Form::GeluTail, GELU_FAST, edges, &extra);
     }
