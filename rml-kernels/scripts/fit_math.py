@@ -130,6 +130,12 @@ def print_table(name, rows, sign=1.0):
     print("];")
 
 
+# `a Phi(-a) e^{a^2/2}`, Phi(-a) = erfc(a/sqrt2)/2: a scaled Mills ratio, near
+# 1/sqrt(2 pi) and slowly varying for a >= 3.75 (GELU's tail, times e^{-a^2/2}).
+scaled_mills = np.vectorize(
+    lambda a: a * 0.5 * math.erfc(a / math.sqrt(2.0)) * math.exp(a * a / 2))
+
+
 def gelu_table():
     """GELU's sixteen-interval table, `i = round(2a)`, `t = a - i/2`, `a = |x|`.
 
@@ -145,12 +151,11 @@ def gelu_table():
     degree first, then `c_i`), sixteen intervals per row: the `vpermps` tables.
     """
     phi = np.vectorize(lambda a: 0.5 * math.erfc(a / math.sqrt(2.0)))
-    mills = np.vectorize(lambda a: a * 0.5 * math.erfc(a / math.sqrt(2.0)) * math.exp(a * a / 2))
     degree = 6
     rows = [[] for _ in range(degree + 1)]
     worst = [0.0, 0.0]
     for i in range(16):
-        f = phi if i < 8 else mills
+        f = phi if i < 8 else scaled_mills
         a = cheb_grid(max(0.5 * i - 0.25, 0.0), 0.5 * i + 0.25 if i < 15 else 12.0)
         err = fit_interval(f, a, 0.5 * i, degree, rows)
         worst[i >= 8] = max(worst[i >= 8], err)
@@ -167,10 +172,9 @@ def gelu_tail():
     interval (the same relative error), printed lowest degree first (math.rs
     evaluates it by Estrin's scheme), negated as the table is.
     """
-    mills = np.vectorize(lambda a: a * 0.5 * math.erfc(a / math.sqrt(2.0)) * math.exp(a * a / 2))
     degree = 11
     rows = [[] for _ in range(degree + 1)]
-    err = fit_interval(mills, cheb_grid(3.75, 12.0), 7.875, degree, rows)
+    err = fit_interval(scaled_mills, cheb_grid(3.75, 12.0), 7.875, degree, rows)
     coefficients = [-r[0] for r in rows][::-1]
     print(f"// GELU_TAIL: degree {degree}, max relative error {err:.3e}")
     print(f"const GELU_TAIL: [f32; {degree + 1}] = [" +

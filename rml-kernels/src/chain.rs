@@ -102,7 +102,7 @@ fn chain<V: Simd, F: VecOp, G: VecOp>(abc: [&[f32]; 3], out: &mut [f32]) {
         .zip(c[..main].chunks_exact(l))
         .zip(out_whole[..main].chunks_exact_mut(l))
     {
-        G::ap(F::ap(V::load(ac), V::load(bc)), V::load(cc)).store(oc);
+        chain_at::<V, F, G>([ac, bc, cc], 0).store(oc);
     }
     edges
         .values(

@@ -146,9 +146,10 @@ fn high_halves<const AT_LOW: bool>(v: __m256i) -> __m256i {
     }
 }
 
-/// Stores the high halves of two vectors' lanes (rounded as
-/// [`bf16_rounded_not_nan`] leaves them), `lo`'s then `hi`'s, as sixteen u16 at
-/// the start of `s`: two byte shuffles and one reorder gather them into one store.
+/// Stores the high halves of two vectors' lanes (their bfloat16 bits, once
+/// [`bf16_rounded`] or [`bf16_rounded_not_nan`] has rounded them), `lo`'s then
+/// `hi`'s, as sixteen u16 at the start of `s`: two byte shuffles and one reorder
+/// gather them into one store.
 #[inline(always)]
 fn store_rounded_pair(lo: __m256i, hi: __m256i, s: &mut [u16]) {
     assert!(s.len() >= 16);

@@ -217,13 +217,13 @@ impl Simd for F32x16 {
         unsafe { store_high_halves(rounded, s.as_mut_ptr()) }
     }
     #[inline(always)]
-    fn store_bf16_quad(v: [Self; 4], s: &mut [u16]) {
+    fn store_bf16_quad(quad: [Self; 4], s: &mut [u16]) {
         assert!(s.len() >= 64);
         // The usual four vectors hold no NaN and take no NaN blend: one test
         // for all four, as `load_bf16_quad` does.
-        let [a, b, c, d] = v;
+        let [a, b, c, d] = quad;
         let any_nan = unordered(a.0, b.0) | unordered(c.0, d.0) != 0;
-        for (k, v) in v.into_iter().enumerate() {
+        for (k, v) in quad.into_iter().enumerate() {
             let nan = if any_nan { v.is_nan() } else { 0 };
             // SAFETY: 64 values writable (checked), `k < 4`.
             unsafe { store_high_halves(bf16_rounded(v.0, nan), s.as_mut_ptr().add(16 * k)) }
