@@ -119,6 +119,20 @@ unsafe fn store_high_halves(v: __m512i, p: *mut u16) {
     unsafe { _mm256_storeu_si256(p.cast(), _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(v))) }
 }
 
+/// Stores the bfloat16 bits of the four vectors of `quad` as 64 u16 at `p`, the
+/// NaN lanes made quiet when `NAN` (without it, the vectors must hold no NaN).
+///
+/// # Safety
+/// 128 bytes at `p` writable; AVX-512F available (module docs).
+#[inline(always)]
+unsafe fn store_bf16_quad_at<const NAN: bool>(quad: [F32x16; 4], p: *mut u16) {
+    for (k, v) in quad.into_iter().enumerate() {
+        let nan = if NAN { v.is_nan() } else { 0 };
+        // SAFETY: the caller's contract, `k < 4`.
+        unsafe { store_high_halves(bf16_rounded(v.0, nan), p.add(16 * k)) }
+    }
+}
+
 impl Simd for F32x16 {
     const LANES: usize = 16;
     const FAST_LOOKUP: bool = true;
@@ -221,12 +235,17 @@ impl Simd for F32x16 {
         assert!(s.len() >= 64);
         // The usual four vectors hold no NaN and take no NaN blend: one test
         // for all four, as `load_bf16_quad` does.
+        // A branch to two loops, not one loop choosing each vector's NaN mask:
+        // chosen per vector, the mask took a compare and a blend even when no
+        // lane is NaN (Zen 4, 2048 values in L1: 152-157 ns, 129-131 now).
         let [a, b, c, d] = quad;
-        let any_nan = unordered(a.0, b.0) | unordered(c.0, d.0) != 0;
-        for (k, v) in quad.into_iter().enumerate() {
-            let nan = if any_nan { v.is_nan() } else { 0 };
-            // SAFETY: 64 values writable (checked), `k < 4`.
-            unsafe { store_high_halves(bf16_rounded(v.0, nan), s.as_mut_ptr().add(16 * k)) }
+        // SAFETY: 64 values writable (checked).
+        unsafe {
+            if unordered(a.0, b.0) | unordered(c.0, d.0) == 0 {
+                store_bf16_quad_at::<false>(quad, s.as_mut_ptr())
+            } else {
+                store_bf16_quad_at::<true>(quad, s.as_mut_ptr())
+            }
         }
     }
     #[inline(always)]
