@@ -90,17 +90,20 @@ impl Kernel {
         }
     }
 
-    /// A [`Column`] of full tiles of packed operands: one call on AVX2 and AVX-512
-    /// (whose single-panel tiles are AVX2's), a call per tile elsewhere.
+    /// A [`Column`] of tiles: one call on AVX2 and AVX-512 (whose single-panel
+    /// tiles are AVX2's) for full tiles of packed operands, a call per tile
+    /// otherwise.
     fn tile_column(self, spec: &TileSpec, col: Column, a: &[f32], b: &[f32], c: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        let full_packed = spec.mr == MR && spec.nr == NR && spec.reads_packed();
         match self {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2(k) => k.tile_column(spec, col, a, b, c),
+            Kernel::Avx2(k) if full_packed => k.tile_column(spec, col, a, b, c),
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512(k) => k.avx2().tile_column(spec, col, a, b, c),
+            Kernel::Avx512(k) if full_packed => k.avx2().tile_column(spec, col, a, b, c),
             _ => {
                 for t in 0..col.tiles {
-                    let (a, c) = (&a[t * col.a_step..], &mut c[t * MR * spec.rs_c..]);
+                    let (a, c) = (&a[t * col.a_step..], &mut c[t * spec.mr * spec.rs_c..]);
                     self.tile(spec, a, b, c);
                 }
             }
@@ -117,17 +120,34 @@ impl Kernel {
         }
     }
 
-    /// Two side-by-side full tiles, the second B panel `b_step` floats after the
-    /// first, into `2·NR` columns of C: one call where the kernel takes two panels
-    /// ([`Kernel::width`]), two otherwise.
-    #[inline]
-    fn tile_pair(self, spec: &TileSpec, a: &[f32], b: &[f32], b_step: usize, c: &mut [f32]) {
+    /// Most rows of a tile pair on an A read in place: eight (`tile::PAIR_MR`)
+    /// where the kernel takes two panels, `MR` otherwise.
+    fn pair_rows(self) -> usize {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512(k) => k.tile_pair(spec, a, b, b_step, c),
+            Kernel::Avx512(_) => super::tile::PAIR_MR,
+            _ => MR,
+        }
+    }
+
+    /// A [`Column`] of side-by-side full tile pairs, the second B panel `b_step`
+    /// floats after the first, into `2·NR` columns of C: one call where the kernel
+    /// takes two panels ([`Kernel::width`]), two per tile otherwise.
+    fn pair_column(
+        self,
+        spec: &TileSpec,
+        col: Column,
+        a: &[f32],
+        b: &[f32],
+        b_step: usize,
+        c: &mut [f32],
+    ) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512(k) => k.pair_column(spec, col, a, b, b_step, c),
             _ => {
-                self.tile(spec, a, b, c);
-                self.tile(spec, a, &b[b_step..], &mut c[NR..]);
+                self.tile_column(spec, col, a, b, c);
+                self.tile_column(spec, col, a, &b[b_step..], &mut c[NR..]);
             }
         }
     }
@@ -186,9 +206,10 @@ pub(crate) fn run<T: Weight>(
     // Small M, or a B of at most half of L1, reads a row-contiguous f32 B in place:
     // each B element is used by at most two row tiles, or B stays in L1 anyway, so
     // packing it would cost more than it saves. Not so for small M of two row
-    // tiles when B's rows lie a multiple of 4 KiB apart: a strip walk down K then
-    // hits one L1 set (and a few L2 sets) row after row, so the second row tile
-    // fetches the strip from L3 again; such a B is packed in narrow column blocks.
+    // tiles (more rows than `Kernel::pair_rows`: six, or eight for AVX-512's pairs)
+    // when B's rows lie a multiple of 4 KiB apart: a strip walk down K then hits
+    // one L1 set (and a few L2 sets) row after row, so the second row tile fetches
+    // the strip from L3 again; such a B is packed in narrow column blocks.
     // A small-M product over a B past the L3 share (`STREAMED_B_MIN_BYTES`) packs it
     // in whole `NC`-wide blocks, whose long row runs keep the prefetchers streaming.
     let small_m = m <= SMALL_M && k * n * core::mem::size_of::<T>() <= STREAMED_B_MIN_BYTES;
@@ -196,7 +217,8 @@ pub(crate) fn run<T: Weight>(
         BSrc::Plain(bm)
             if bm.cs == 1
                 && (k * n * 4 <= DIRECT_B_MAX_BYTES
-                    || (small_m && (m <= MR || !bm.rs.is_multiple_of(L1_WAY_FLOATS)))) =>
+                    || (small_m
+                        && (m <= kern.pair_rows() || !bm.rs.is_multiple_of(L1_WAY_FLOATS)))) =>
         {
             T::as_f32(bm.data).map(|d| (d, bm.rs))
         }
@@ -257,7 +279,7 @@ pub(crate) fn run<T: Weight>(
                     let pair = kern.width() > NR && c.cs == 1 && nc - jr >= 2 * NR;
                     let nr = if pair { 2 * NR } else { NR.min(nc - jr) };
                     let bs = &bbuf[b_off + (jr / NR) * b_step..];
-                    // A full tile of the block over this B panel (each tile sets its rows).
+                    // A tile of the block over this B panel (each tile sets its rows).
                     let panel = TileSpec {
                         kc,
                         mr: MR,
@@ -269,52 +291,58 @@ pub(crate) fn run<T: Weight>(
                         alpha,
                         beta: beta_k,
                     };
-                    // With both operands packed, the block's full tiles over this B
-                    // panel go down the rows in one call, unless the epilogue is due
-                    // (it runs per tile, while the tile is in L1); the loop below
-                    // takes the rest.
-                    let first_row = if !direct_a
-                        && panel.reads_packed()
-                        && !pair
-                        && nr == NR
-                        && c.cs == 1
-                        && !(last && fuse)
-                    {
-                        let cs = &mut c.data[ic * c.rs + jc + jr..];
-                        full_tile_column(kern, &a_block, mc, &panel, bs, cs)
+                    let max_rows = if pair && direct_a {
+                        kern.pair_rows()
                     } else {
-                        0
+                        MR
                     };
-                    for (ir, mr) in row_tiles(mc, direct_a).filter(|&(ir, _)| ir >= first_row) {
-                        let (abuf, a_off) = a_block.tile(ir);
+                    // A run of equal tiles goes down the rows in one call, unless the
+                    // epilogue is due (it runs per tile, while the tile is in L1) or
+                    // C's columns are strided (each tile goes through a dense one).
+                    let per_tile = (last && fuse) || c.cs != 1;
+                    for (ir, mr, tiles) in row_runs(mc, direct_a, max_rows) {
                         let mut spec = TileSpec { mr, ..panel };
-                        let (ci, cj) = (ic + ir, jc + jr);
-                        if pair {
-                            let cs = &mut c.data[ci * c.rs + cj..];
-                            kern.tile_pair(&spec, &abuf[a_off..], bs, b_step, cs);
-                        } else if c.cs == 1 {
-                            let cs = &mut c.data[ci * c.rs + cj..];
-                            kern.tile(&spec, &abuf[a_off..], bs, cs);
+                        let (abuf, a_off) = a_block.tile(ir);
+                        // Tiles lie evenly spaced in A: the step is from the first to
+                        // the second.
+                        let a_step = a_block.tile(ir + mr).1 - a_off;
+                        let (calls, col) = if per_tile {
+                            (tiles, Column { tiles: 1, a_step })
                         } else {
-                            // Non-unit column stride: go through a dense tile.
-                            let mut tmp = [0.0f32; MR * NR];
-                            spec.rs_c = NR;
-                            if beta_k != 0.0 {
+                            (1, Column { tiles, a_step })
+                        };
+                        for t in 0..calls {
+                            let (ci, cj) = (ic + ir + t * mr, jc + jr);
+                            let a = &abuf[a_off + t * a_step..];
+                            if c.cs == 1 {
+                                let cs = &mut c.data[ci * c.rs + cj..];
+                                if pair {
+                                    kern.pair_column(&spec, col, a, bs, b_step, cs);
+                                } else {
+                                    kern.tile_column(&spec, col, a, bs, cs);
+                                }
+                            } else {
+                                // Non-unit column stride: go through a dense tile.
+                                let mut tmp = [0.0f32; MR * NR];
+                                spec.rs_c = NR;
+                                if beta_k != 0.0 {
+                                    for i in 0..mr {
+                                        for j in 0..nr {
+                                            tmp[i * NR + j] =
+                                                c.data[(ci + i) * c.rs + (cj + j) * c.cs];
+                                        }
+                                    }
+                                }
+                                kern.tile(&spec, a, bs, &mut tmp);
                                 for i in 0..mr {
                                     for j in 0..nr {
-                                        tmp[i * NR + j] = c.data[(ci + i) * c.rs + (cj + j) * c.cs];
+                                        c.data[(ci + i) * c.rs + (cj + j) * c.cs] = tmp[i * NR + j];
                                     }
                                 }
                             }
-                            kern.tile(&spec, &abuf[a_off..], bs, &mut tmp);
-                            for i in 0..mr {
-                                for j in 0..nr {
-                                    c.data[(ci + i) * c.rs + (cj + j) * c.cs] = tmp[i * NR + j];
-                                }
+                            if last && fuse {
+                                epi.apply_tile(&mut c, ci, mr, cj, nr);
                             }
-                        }
-                        if last && fuse {
-                            epi.apply_tile(&mut c, ci, mr, cj, nr);
                         }
                     }
                     jr += nr;
@@ -361,40 +389,24 @@ impl ABlock<'_> {
     }
 }
 
-/// Runs the full `MR`-row tiles of a packed A block over one B panel as one
-/// [`Column`] and returns the rows it covered (`c` starts at the block's first row).
-fn full_tile_column(
-    kern: Kernel,
-    a: &ABlock<'_>,
+/// The row tiles of an `mc`-row block, as at most two runs `(first row, rows,
+/// tiles)` of equal tiles. Packed A comes in `MR`-row panels: full ones, then the
+/// rest. An A read in place is cut into tiles of at most `max_rows` that differ by at
+/// most one row (64 = 9·6 + 2·5 at six, not 10·6 + 4): a short tile has too few
+/// accumulators to hide the FMA latency.
+fn row_runs(
     mc: usize,
-    panel: &TileSpec,
-    b: &[f32],
-    c: &mut [f32],
-) -> usize {
-    let tiles = mc / MR;
-    if tiles == 0 {
-        return 0;
-    }
-    let (abuf, a_off) = a.tile(0);
-    // Packed panels lie evenly spaced: the step is from the first to the second.
-    let a_step = a.tile(MR).1 - a_off;
-    kern.tile_column(panel, Column { tiles, a_step }, &abuf[a_off..], b, c);
-    tiles * MR
-}
-
-/// The row tiles `(first row, rows)` of an `mc`-row block. Packed A comes in `MR`-row
-/// panels; an A read in place is cut into tiles that differ by at most one row
-/// (64 = 9·6 + 2·5, not 10·6 + 4): a short tile has too few accumulators to hide the
-/// FMA latency.
-fn row_tiles(mc: usize, balanced: bool) -> impl Iterator<Item = (usize, usize)> {
-    let tiles = mc.div_ceil(MR);
-    let (base, extra) = if balanced {
-        (mc / tiles, mc % tiles)
+    balanced: bool,
+    max_rows: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> {
+    let tiles = mc.div_ceil(max_rows);
+    let (long, long_rows, short_rows) = if balanced {
+        (mc % tiles, mc / tiles + 1, mc / tiles)
     } else {
-        (MR, 0)
+        (mc / max_rows, max_rows, mc % max_rows)
     };
-    (0..tiles).map(move |t| {
-        let ir = t * base + t.min(extra);
-        (ir, (base + usize::from(t < extra)).min(mc - ir))
-    })
+    let short = tiles - long;
+    [(0, long_rows, long), (long * long_rows, short_rows, short)]
+        .into_iter()
+        .filter(|&(_, _, tiles)| tiles > 0)
 }

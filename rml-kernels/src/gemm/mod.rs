@@ -11,8 +11,9 @@
 //!   12 ymm accumulators, NEON in 24 q registers, the scalar path in an array.
 //! * Small M (≤ [`SMALL_M`]) skips packing A (and B when it is row-contiguous f32,
 //!   unless two row tiles would walk B rows a multiple of 4 KiB apart: that B is
-//!   packed 128 columns at a time): the same micro-kernels read the caller's
-//!   strides, and rows are split into balanced tiles (8 = 4 + 4, not 6 + 2). A row-major A of up to 256 KiB with
+//!   packed 256 columns at a time): the same micro-kernels read the caller's
+//!   strides, and rows are split into balanced tiles (8 = 4 + 4, not 6 + 2; one
+//!   tile of eight for AVX-512's tile pairs). A row-major A of up to 256 KiB with
 //!   `k ≤ KC`, and a row-contiguous f32 B of up to 16 KiB, are read in place at any
 //!   M too (see docs/kernels.md for the measurements).
 //! * Operands are [`MatRef`]/[`MatMut`] over caller slices with any strides;

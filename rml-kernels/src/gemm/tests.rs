@@ -339,7 +339,8 @@ fn gemm_crosses_every_block_boundary() {
 fn small_m_with_b_rows_4_kib_apart_packs_b_in_narrow_blocks() {
     // Two row tiles (M = 7, 8) over a row-major B whose rows are 1024 or 2048
     // floats apart: B is packed 256 columns at a time (full blocks, a ragged last
-    // block, K past KC natively); one row tile (M = 6) still reads it in place.
+    // block, K past KC natively); one row tile (M = 6, and M = 7, 8 in AVX-512's
+    // eight-row tile pairs) still reads it in place.
     // Under Miri one packed case (ragged last block) alone: it takes minutes there.
     let mut rng = Rng(41);
     let (k, widths, rows): (usize, &[(usize, usize)], &[usize]) = if crate::testing::MIRI {
@@ -684,8 +685,10 @@ fn prepacked_a_matches_the_reference_and_gemm_packed_bit_for_bit() {
 }
 
 /// The AVX-512 kernel's tile pairs run the AVX2 kernel's FMA chains, so they give
-/// its bits: A and B packed or read in place, ragged column tails, alpha and beta.
-/// (Both are checked against the f64 reference by the tests above.)
+/// its bits: A and B packed or read in place, ragged column tails, alpha and beta,
+/// columns of pairs of one to eight rows (64 rows in place are eight tiles of eight,
+/// 13 are seven and six). (Both are checked against the f64 reference by the tests
+/// above.)
 #[test]
 fn avx512_tile_pairs_give_the_avx2_bits() {
     let _guard = crate::testing::isa_lock();
@@ -694,7 +697,13 @@ fn avx512_tile_pairs_give_the_avx2_bits() {
     }
     let before = crate::isa::active();
     let mut rng = Rng(43);
-    for (m, k, n) in [(5, 7, 40), (13, 40, 64), (200, 300, 97)] {
+    for (m, k, n) in [
+        (5, 7, 40),
+        (13, 40, 64),
+        (200, 300, 97),
+        (64, 64, 64),
+        (8, 33, 96),
+    ] {
         let a = TMat::new(&mut rng, m, k, Lay::RowMajor, 0.0);
         let b = TMat::new(&mut rng, k, n, Lay::RowMajor, 0.0);
         let c0 = TMat::new(&mut rng, m, n, Lay::RowMajor, 0.0);
@@ -717,31 +726,43 @@ fn avx512_tile_pairs_give_the_avx2_bits() {
 }
 
 /// The fence in front of a column of tiles admits a column that ends exactly at the
-/// ends of A and C and refuses one whose last tile would reach one value further.
+/// ends of A and C and refuses one whose last tile would reach one value further;
+/// for a column of AVX-512 tile pairs of eight rows, the end of the second B panel
+/// too.
 #[test]
 #[cfg(target_arch = "x86_64")]
-fn tile_column_fence_checks_the_last_tile() {
-    let rs_c = 20;
-    let spec = tile::TileSpec {
-        kc: 3,
-        mr: MR,
-        nr: NR,
-        rs_a: 1,
-        cs_a: MR,
-        rs_b: NR,
-        rs_c,
-        alpha: 1.0,
-        beta: 0.0,
-    };
+fn tile_column_fences_check_the_last_tile() {
+    let rs_c = 40;
     let (tiles, a_step) = (4, 30);
     let col = tile::Column { tiles, a_step };
-    let a = (tiles - 1) * a_step + spec.kc * MR;
-    let b = spec.kc * NR;
-    let c = (tiles - 1) * MR * rs_c + (MR - 1) * rs_c + NR;
-    spec.assert_fits_column(a, b, c, col);
-    for (a, b, c) in [(a - 1, b, c), (a, b - 1, c), (a, b, c - 1)] {
-        let fits = std::panic::catch_unwind(|| spec.assert_fits_column(a, b, c, col));
-        assert!(fits.is_err(), "a {a}, b {b}, c {c} must be refused");
+    for (mr, b_step) in [(MR, None), (tile::PAIR_MR, Some(50))] {
+        let spec = tile::TileSpec {
+            kc: 3,
+            mr,
+            nr: NR,
+            rs_a: 1,
+            cs_a: mr,
+            rs_b: NR,
+            rs_c,
+            alpha: 1.0,
+            beta: 0.0,
+        };
+        let fence = |a, b, c| match b_step {
+            None => spec.assert_fits_column(a, b, c, col),
+            Some(step) => spec.assert_fits_pair_column(a, b, c, step, col),
+        };
+        let width = NR * if b_step.is_some() { 2 } else { 1 };
+        let a = (tiles - 1) * a_step + spec.kc * mr;
+        let b = b_step.unwrap_or(0) + spec.kc * NR;
+        let c = (tiles - 1) * mr * rs_c + (mr - 1) * rs_c + width;
+        fence(a, b, c);
+        for (a, b, c) in [(a - 1, b, c), (a, b - 1, c), (a, b, c - 1)] {
+            let fits = std::panic::catch_unwind(|| fence(a, b, c));
+            assert!(
+                fits.is_err(),
+                "{mr} rows: a {a}, b {b}, c {c} must be refused"
+            );
+        }
     }
 }
 
