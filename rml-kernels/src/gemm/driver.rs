@@ -301,7 +301,7 @@ pub(crate) fn run<T: Weight>(
                     // C's columns are strided (each tile goes through a dense one).
                     let per_tile = (last && fuse) || c.cs != 1;
                     for (ir, mr, tiles) in row_runs(mc, direct_a, max_rows) {
-                        let mut spec = TileSpec { mr, ..panel };
+                        let spec = TileSpec { mr, ..panel };
                         let (abuf, a_off) = a_block.tile(ir);
                         // Tiles lie evenly spaced in A: the step is from the first to
                         // the second.
@@ -322,23 +322,7 @@ pub(crate) fn run<T: Weight>(
                                     kern.tile_column(&spec, col, a, bs, cs);
                                 }
                             } else {
-                                // Non-unit column stride: go through a dense tile.
-                                let mut tmp = [0.0f32; MR * NR];
-                                spec.rs_c = NR;
-                                if beta_k != 0.0 {
-                                    for i in 0..mr {
-                                        for j in 0..nr {
-                                            tmp[i * NR + j] =
-                                                c.data[(ci + i) * c.rs + (cj + j) * c.cs];
-                                        }
-                                    }
-                                }
-                                kern.tile(&spec, a, bs, &mut tmp);
-                                for i in 0..mr {
-                                    for j in 0..nr {
-                                        c.data[(ci + i) * c.rs + (cj + j) * c.cs] = tmp[i * NR + j];
-                                    }
-                                }
+                                tile_through_dense(kern, &spec, a, bs, &mut c, (ci, cj));
                             }
                             if last && fuse {
                                 epi.apply_tile(&mut c, ci, mr, cj, nr);
@@ -348,6 +332,35 @@ pub(crate) fn run<T: Weight>(
                     jr += nr;
                 }
             }
+        }
+    }
+}
+
+/// One tile into a C whose columns are strided, through a dense `MR × NR` tile:
+/// `spec.mr ≤ MR` rows, `spec.nr` columns from row `ci`, column `cj` of C (read only
+/// when `spec.beta != 0`).
+fn tile_through_dense(
+    kern: Kernel,
+    spec: &TileSpec,
+    a: &[f32],
+    b: &[f32],
+    c: &mut MatMut<'_>,
+    (ci, cj): (usize, usize),
+) {
+    let (rs, cs) = (c.rs, c.cs);
+    let at = |i: usize, j: usize| (ci + i) * rs + (cj + j) * cs;
+    let mut tmp = [0.0f32; MR * NR];
+    if spec.beta != 0.0 {
+        for i in 0..spec.mr {
+            for j in 0..spec.nr {
+                tmp[i * NR + j] = c.data[at(i, j)];
+            }
+        }
+    }
+    kern.tile(&TileSpec { rs_c: NR, ..*spec }, a, b, &mut tmp);
+    for i in 0..spec.mr {
+        for j in 0..spec.nr {
+            c.data[at(i, j)] = tmp[i * NR + j];
         }
     }
 }
