@@ -10,7 +10,9 @@ use half::{bf16, f16};
 use rml_core::{Error, Result};
 
 use crate::elementwise::streams_out;
-use crate::simd::{MAX_LANES, Simd, dispatch_streamed, head_len, prefetch_ahead, put};
+use crate::simd::{
+    MAX_LANES, Simd, dispatch_streamed, for_each_step_in_streams, head_len, prefetch_ahead, put,
+};
 
 fn same_len(a: usize, b: usize) -> Result<()> {
     if a != b {
@@ -60,15 +62,25 @@ fn widen<V: Simd, const S: bool, const G: usize>(
     widen_short(sh, dh, &load);
     let step = G * V::LANES;
     let main = src.len() - src.len() % step;
-    for (s, d) in src[..main]
-        .chunks_exact(step)
-        .zip(dst[..main].chunks_exact_mut(step))
-    {
-        if S {
-            prefetch_ahead(s);
-        }
-        for (k, v) in load(s).into_iter().enumerate() {
-            put::<V, S>(v, &mut d[k * V::LANES..]);
+    let (sm, dm) = (&src[..main], &mut dst[..main]);
+    if S {
+        for_each_step_in_streams(
+            main / step,
+            step * core::mem::size_of::<u16>(),
+            #[inline(always)]
+            |i| {
+                let s = &sm[i * step..][..step];
+                prefetch_ahead(s);
+                for (k, v) in load(s).into_iter().enumerate() {
+                    put::<V, S>(v, &mut dm[i * step + k * V::LANES..]);
+                }
+            },
+        );
+    } else {
+        for (s, d) in sm.chunks_exact(step).zip(dm.chunks_exact_mut(step)) {
+            for (k, v) in load(s).into_iter().enumerate() {
+                put::<V, S>(v, &mut d[k * V::LANES..]);
+            }
         }
     }
     widen_short(&src[main..], &mut dst[main..], &load);
@@ -149,16 +161,24 @@ fn narrow<V: Simd, const S: bool, const G: usize>(
     let dw: &mut [f32] = bytemuck::try_cast_slice_mut(dw).unwrap_or_default();
     let mut lines = [0.0f32; MAX_GROUP / 2 * MAX_LANES];
     let lines = &mut lines[..step / 2];
-    for (s, d) in sw.chunks_exact(step).zip(dw.chunks_exact_mut(step / 2)) {
-        prefetch_ahead(s);
-        let halves: &mut [u16] = bytemuck::cast_slice_mut(lines);
-        for (sg, hg) in s.chunks_exact(G * l).zip(halves.chunks_exact_mut(G * l)) {
-            store(group(sg), hg);
-        }
-        for (line, dv) in lines.chunks_exact(l).zip(d.chunks_exact_mut(l)) {
-            V::load(line).store_stream(dv);
-        }
-    }
+    let step_bytes = step * core::mem::size_of::<f32>();
+    for_each_step_in_streams(
+        whole / step,
+        step_bytes,
+        #[inline(always)]
+        |i| {
+            let s = &sw[i * step..][..step];
+            let d = &mut dw[i * step / 2..][..step / 2];
+            prefetch_ahead(s);
+            let halves: &mut [u16] = bytemuck::cast_slice_mut(lines);
+            for (sg, hg) in s.chunks_exact(G * l).zip(halves.chunks_exact_mut(G * l)) {
+                store(group(sg), hg);
+            }
+            for (line, dv) in lines.chunks_exact(l).zip(d.chunks_exact_mut(l)) {
+                V::load(line).store_stream(dv);
+            }
+        },
+    );
     narrow_plain(st, dt, &store);
 }
 
