@@ -71,19 +71,28 @@ fn widen<V: Simd, const S: bool, const G: usize>(
             |i| {
                 let s = &sm[i * step..][..step];
                 prefetch_ahead(s);
-                for (k, v) in load(s).into_iter().enumerate() {
-                    put::<V, S>(v, &mut dm[i * step + k * V::LANES..]);
-                }
+                widen_step::<V, S, G>(&load, s, &mut dm[i * step..][..step]);
             },
         );
     } else {
         for (s, d) in sm.chunks_exact(step).zip(dm.chunks_exact_mut(step)) {
-            for (k, v) in load(s).into_iter().enumerate() {
-                put::<V, S>(v, &mut d[k * V::LANES..]);
-            }
+            widen_step::<V, S, G>(&load, s, d);
         }
     }
     widen_short(&src[main..], &mut dst[main..], &load);
+}
+
+/// One step of [`widen`]: the `G` vectors `load(s)` into `d`, past the caches
+/// with `S`.
+#[inline(always)]
+fn widen_step<V: Simd, const S: bool, const G: usize>(
+    load: &impl Fn(&[u16]) -> [V; G],
+    s: &[u16],
+    d: &mut [f32],
+) {
+    for (k, v) in load(s).into_iter().enumerate() {
+        put::<V, S>(v, &mut d[k * V::LANES..]);
+    }
 }
 
 /// `G` vectors loaded from the start of `s` (a plain loop: a closure handed to
@@ -161,10 +170,9 @@ fn narrow<V: Simd, const S: bool, const G: usize>(
     let dw: &mut [f32] = bytemuck::try_cast_slice_mut(dw).unwrap_or_default();
     let mut lines = [0.0f32; MAX_GROUP / 2 * MAX_LANES];
     let lines = &mut lines[..step / 2];
-    let step_bytes = step * core::mem::size_of::<f32>();
     for_each_step_in_streams(
         whole / step,
-        step_bytes,
+        step * core::mem::size_of::<f32>(),
         #[inline(always)]
         |i| {
             let s = &sw[i * step..][..step];
