@@ -7,7 +7,8 @@ use super::mat::{MatMut, MatRef};
 use super::pack::{pack_a, pack_b_block};
 use super::tile::{Column, TileSpec, tile_scalar};
 use super::{
-    ALIGN_F32, KC, MC, MR, NC, NR, PackedA, PackedB, SMALL_M, STREAMED_B_MIN_BYTES, Weight,
+    ALIGN_F32, GEMV_KN_MAX_M, KC, MC, MR, NC, NR, PackedA, PackedB, SMALL_M, STREAMED_B_MIN_BYTES,
+    Weight,
 };
 use crate::isa::Isa;
 
@@ -30,6 +31,18 @@ const L1_WAY_FLOATS: usize = 1024;
 /// ahead at 8×1024×1024, 8×512×4096, 8×4096×1024), once B packing no longer
 /// prefetched (docs/kernels.md); with that prefetch, 128 columns had been best.
 const SMALL_M_NC: usize = 256;
+
+/// Above this many bytes of B, up to [`GEMV_KN_MAX_M`] rows stream B rows on AVX2:
+/// past the 512 KiB L2, where the tiles of so few rows (at most eight accumulators,
+/// too few to hide the FMA latency) read B in place down 16-column strips.
+#[cfg(target_arch = "x86_64")]
+const AVX2_STREAMED_FEW_ROWS_MIN_BYTES: usize = 512 << 10;
+
+/// From this many bytes of B, every small M streams B rows on AVX2 (five to eight
+/// rows in two passes): half of a 16 MiB L3, past which the one row tile of five or
+/// six rows, walking its strips down K in place, runs at 15–20 GFLOP/s.
+#[cfg(target_arch = "x86_64")]
+const AVX2_STREAMED_B_MIN_BYTES: usize = 8 << 20;
 
 /// Where A comes from.
 pub(crate) enum ASrc<'a> {
@@ -118,6 +131,28 @@ impl Kernel {
             Kernel::Avx512(_) => 2 * NR,
             _ => NR,
         }
+    }
+
+    /// Whether `m ≤ SMALL_M` rows of a row-contiguous A over a row-contiguous B of
+    /// `b_bytes` stream B rows ([`super::gemv_kn`]) instead of running the tiles.
+    /// One row always does. On AVX2 (Zen 2, session 53; streamed against the tiles'
+    /// GFLOP/s with B hot in cache / cold, B of 1 KiB to 16 MiB): two to four rows
+    /// 0.92–4.9× / 1.6–3.6× once B outgrows the 512 KiB L2 (0.63–2.4× hot below it,
+    /// where a B stays hot), five to eight rows 0.85–1.05× / 1.3–2.4× at 8 MiB and
+    /// 0.91–2.7× / 1.3–2.9× past it (0.64–1.09× / 1.1–2.8× at 0.25–4 MiB). Other
+    /// ISAs keep the rule measured on them (AVX-512's pair tiles hold twice the
+    /// accumulators): up to [`GEMV_KN_MAX_M`] rows over a B past
+    /// [`STREAMED_B_MIN_BYTES`].
+    pub(crate) fn streams_b_rows(self, m: usize, b_bytes: usize) -> bool {
+        m == 1
+            || match self {
+                #[cfg(target_arch = "x86_64")]
+                Kernel::Avx2(_) => {
+                    (m <= GEMV_KN_MAX_M && b_bytes > AVX2_STREAMED_FEW_ROWS_MIN_BYTES)
+                        || b_bytes >= AVX2_STREAMED_B_MIN_BYTES
+                }
+                _ => m <= GEMV_KN_MAX_M && b_bytes > STREAMED_B_MIN_BYTES,
+            }
     }
 
     /// Most rows of a tile pair on an A read in place: eight (`tile::PAIR_MR`)

@@ -149,22 +149,18 @@ fn kn_call<T: Weight>(kern: Kernel, d: &KnSpec, x: &[f32], b: &[T], y: &mut [f32
     }
 }
 
-/// Most x rows whose y rows a [K, N] GEMV accumulates in place even when they share
-/// L1 sets ([`rows_share_sets`]); more go through the padded on-stack chunk.
-const KN_SHARED_IN_PLACE_MAX_M: usize = 4;
-
 /// Floats [`unshared_stride`] may add to a row of the on-stack y chunk.
 const YBUF_PAD_MAX: usize = 64;
 
 /// Whether two of `rows` y rows `rs` floats apart start within a cache line of a
 /// multiple of 4 KiB of each other, so that a column of y falls into one L1 set
-/// (the 8-way 32 KiB L1d of x86 cores) together with the eight B rows streamed
-/// beside it, which then evict each other. Zen 3, 4096 × 4096 weights, y rows 16
-/// KiB apart, GFLOP/s: 8 x rows ran at 12–13 in place, 28–34 with the rows 24
-/// floats further apart, 19–23 through the padded chunk below; 4 x rows ran at
-/// 14–19 in place and 13–16 through the chunk (its B rows are read in runs of
-/// ~1 KiB; in place with four B rows at a time since, 22–31), so only more than
-/// [`KN_SHARED_IN_PLACE_MAX_M`] rows take it.
+/// (the 8-way 32 KiB L1d of x86 cores) together with the B rows streamed beside
+/// it, which then evict each other. Zen 3, 4096 × 4096 weights, y rows 16 KiB
+/// apart, GFLOP/s: 8 x rows in one pass ran at 12–13 in place, 28–34 with the rows
+/// 24 floats further apart, 19–23 through the padded chunk of `gemv_kn`; 4 x rows
+/// with four B rows at a time run in place as fast as unaliased (22–31), which is
+/// why passes of at most [`KN_PASS_MAX_M`] rows accumulate in place. The padded
+/// chunk now serves a y with strided columns.
 fn rows_share_sets(rs: usize, rows: usize) -> bool {
     (1..rows).any(|i| {
         let off = (rs * i * 4) % 4096;
@@ -202,18 +198,30 @@ fn check_common(x: &MatRef<'_, f32>, y: &MatMut<'_>, epi: &Epilogue<'_>) -> Resu
 /// pass, 46.8–47.5 in two; 5 and 6 rows were slower in two (32–39 against 37–48).
 const NK_PASS_MAX_M: usize = 6;
 
-/// Bytes of weight rows that two passes (more than [`NK_PASS_MAX_M`] x rows) share
-/// through L2: half of a 512 KiB L2, leaving room for the x rows.
-const NK_L2_SHARE_BYTES: usize = 256 << 10;
+/// Bytes of weight that two passes share through L2 (seven or eight x rows over
+/// [N, K] weights, five to eight over a [K, N] B): half of a 512 KiB L2, leaving
+/// room for the x and y rows.
+const L2_SHARE_BYTES: usize = 256 << 10;
+
+/// Most x rows in one pass of the [K, N] kernel: more run as two passes over each
+/// block of B ([`kn_blocks`]), the second reading it from L2. The kernel loads and
+/// stores each y row's vector once per four (AVX2) or eight B rows, and eight y
+/// rows at once are too many: their vectors, B's and the broadcasts of x overflow
+/// the registers, and y rows a multiple of 4 KiB apart evict the B rows' lines
+/// from L1 (see [`rows_share_sets`]). Zen 2, 4096 × 4096 f32 B, GFLOP/s over
+/// alternated builds: eight rows 29 through the padded chunk in one pass (and
+/// `gemm`'s packing 34) against 40–46 in two passes; five to seven rows 26–31
+/// (packing) against 38–41; an f16 B 14.5 against 47–53.
+const KN_PASS_MAX_M: usize = 4;
+
+/// Least B rows in a block that two [K, N] passes share: its columns are cut to
+/// fit [`L2_SHARE_BYTES`] at this many rows.
+const KN_BLOCK_MIN_ROWS: usize = 16;
 
 /// The `(first row, rows)` passes of a group of `mg` x rows: one pass up to
-/// [`NK_PASS_MAX_M`] rows, else two halves (the larger first).
-fn nk_passes(mg: usize) -> impl Iterator<Item = (usize, usize)> {
-    let first = if mg <= NK_PASS_MAX_M {
-        mg
-    } else {
-        mg.div_ceil(2)
-    };
+/// `max_m` rows, else two halves (the larger first).
+fn row_passes(mg: usize, max_m: usize) -> impl Iterator<Item = (usize, usize)> {
+    let first = if mg <= max_m { mg } else { mg.div_ceil(2) };
     [(0, first), (first, mg - first)]
         .into_iter()
         .filter(|&(_, rows)| rows > 0)
@@ -259,15 +267,15 @@ pub fn gemv_nk<T: Weight>(
                 }
             } else {
                 // Weight rows per sub-block: with two passes, as many as fill
-                // NK_L2_SHARE_BYTES.
+                // L2_SHARE_BYTES.
                 let sub = if mg > NK_PASS_MAX_M {
-                    (NK_L2_SHARE_BYTES / (k * core::mem::size_of::<T>())).clamp(1, nb)
+                    (L2_SHARE_BYTES / (k * core::mem::size_of::<T>())).clamp(1, nb)
                 } else {
                     nb
                 };
                 for jb in (j0..j0 + nb).step_by(sub) {
                     let nsub = sub.min(j0 + nb - jb);
-                    for (p0, pm) in nk_passes(mg) {
+                    for (p0, pm) in row_passes(mg, NK_PASS_MAX_M) {
                         let d = NkSpec {
                             m: pm,
                             k,
@@ -301,7 +309,7 @@ pub fn gemv_kn<T: Weight>(
     x: MatRef<'_, f32>,
     b: MatRef<'_, T>,
     beta: f32,
-    y: MatMut<'_>,
+    mut y: MatMut<'_>,
     epi: &Epilogue<'_>,
 ) -> Result<()> {
     check_common(&x, &y, epi)?;
@@ -316,10 +324,10 @@ pub fn gemv_kn<T: Weight>(
         return Ok(());
     }
     let kern = Kernel::new(isa::active());
-    let shared = m > KN_SHARED_IN_PLACE_MAX_M && rows_share_sets(y.rs, m.min(SMALL_M));
-    if (y.cs == 1 || n == 1) && !shared {
+    if y.cs == 1 || n == 1 {
         // Row-contiguous y: accumulate in place over whole B rows (the longest
-        // sequential runs, which the prefetchers like best).
+        // sequential runs, which the prefetchers like best), or over blocks of them
+        // in two passes.
         for i0 in (0..m).step_by(SMALL_M) {
             let mg = SMALL_M.min(m - i0);
             for i in i0..i0 + mg {
@@ -331,17 +339,7 @@ pub fn gemv_kn<T: Weight>(
                 }
             }
             if k > 0 {
-                let d = KnSpec {
-                    m: mg,
-                    k,
-                    cw: n,
-                    rs_x: x.rs,
-                    rs_b: b.rs,
-                    rs_y: if mg > 1 { y.rs } else { n },
-                    alpha,
-                };
-                let ys = &mut y.data[i0 * y.rs..];
-                kn_call(kern, &d, &x.data[i0 * x.rs..], b.data, ys);
+                kn_in_place(kern, alpha, &x, &b, &mut y, (i0, mg));
             }
             if !epi.is_identity() {
                 for i in i0..i0 + mg {
@@ -351,9 +349,8 @@ pub fn gemv_kn<T: Weight>(
         }
         return Ok(());
     }
-    // Strided y, or more than four y rows a multiple of 4 KiB apart: accumulate a
-    // column chunk on the stack (8 KiB, L1-resident), its rows apart by a stride
-    // that shares no sets.
+    // Strided y: accumulate a column chunk on the stack (8 KiB, L1-resident), its
+    // rows apart by a stride that shares no sets.
     let mut ybuf = [0.0f32; 2048];
     for i0 in (0..m).step_by(SMALL_M) {
         let mg = SMALL_M.min(m - i0);
@@ -391,4 +388,59 @@ pub fn gemv_kn<T: Weight>(
         }
     }
     Ok(())
+}
+
+/// The blocks `(first B row, rows, first column, columns)` that the passes of
+/// `mg` x rows walk in turn: all of a `k × n` B at once in one pass; with two
+/// passes, blocks of about [`L2_SHARE_BYTES`], whole rows of B while at least
+/// [`KN_BLOCK_MIN_ROWS`] of them fit, and a multiple of eight rows (the kernels
+/// take four or eight B rows at a time).
+fn kn_blocks(
+    mg: usize,
+    k: usize,
+    n: usize,
+    size: usize,
+) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+    let (cb, kb) = if mg > KN_PASS_MAX_M {
+        let cb = n.min(L2_SHARE_BYTES / (KN_BLOCK_MIN_ROWS * size));
+        (cb, (L2_SHARE_BYTES / (cb * size) / 8 * 8).max(8))
+    } else {
+        (n, k)
+    };
+    (0..n).step_by(cb).flat_map(move |j0| {
+        (0..k)
+            .step_by(kb)
+            .map(move |p0| (p0, kb.min(k - p0), j0, cb.min(n - j0)))
+    })
+}
+
+/// `y[i0..i0 + mg] += alpha·x[i0..i0 + mg]·B` on a row-contiguous y, in place:
+/// one pass of the [K, N] kernel over all of B for up to [`KN_PASS_MAX_M`] x rows,
+/// else two passes over each block of B ([`kn_blocks`]).
+fn kn_in_place<T: Weight>(
+    kern: Kernel,
+    alpha: f32,
+    x: &MatRef<'_, f32>,
+    b: &MatRef<'_, T>,
+    y: &mut MatMut<'_>,
+    (i0, mg): (usize, usize),
+) {
+    let size = core::mem::size_of::<T>();
+    for (p0, kc, j0, cw) in kn_blocks(mg, x.cols, b.cols, size) {
+        for (r0, rm) in row_passes(mg, KN_PASS_MAX_M) {
+            let d = KnSpec {
+                m: rm,
+                k: kc,
+                cw,
+                rs_x: x.rs,
+                rs_b: b.rs,
+                rs_y: if rm > 1 { y.rs } else { cw },
+                alpha,
+            };
+            let xs = &x.data[(i0 + r0) * x.rs + p0..];
+            let bs = &b.data[p0 * b.rs + j0..];
+            let ys = &mut y.data[(i0 + r0) * y.rs + j0..];
+            kn_call(kern, &d, xs, bs, ys);
+        }
+    }
 }

@@ -66,17 +66,19 @@ pub const SMALL_M: usize = 8;
 /// Above this many bytes of B, a small-M product neither walks 16-column strips of
 /// a row-contiguous B down all of K (past the L3 share a strip walk defeats the
 /// hardware prefetcher) nor packs it in narrow column blocks (whose rows of 512
-/// bytes do too): up to [`GEMV_KN_MAX_M`] rows stream B rows ([`gemv_kn`]), more
-/// pack B in whole `NC`-wide blocks.
+/// bytes do too): up to [`GEMV_KN_MAX_M`] rows of a row-contiguous A stream B rows
+/// ([`gemv_kn`]), more pack B in whole `NC`-wide blocks. Zen 3, 4096 × 4096
+/// row-major f32 B, GFLOP/s in runs minutes apart: 2 rows 14.5–16.5 streamed
+/// against 5.8 packed, 4 rows 13.6–15.4 against 9.8 (26 and 35 since, with four B
+/// rows at a time). The AVX2 kernels stream more (`Kernel::streams_b_rows`).
 pub(crate) const STREAMED_B_MIN_BYTES: usize = 16 << 20;
 
 /// Most rows of A for which a product with a B over [`STREAMED_B_MIN_BYTES`] streams
-/// B rows ([`gemv_kn`]). Zen 3, 4096 × 4096 row-major f32 B, GFLOP/s in runs
-/// minutes apart: 2 rows 14.5–16.5 streamed against 5.8 packed, 4 rows 13.6–15.4
-/// against 9.8, 8 rows 17.2 against 19.1–25.5 packed in `NC`-wide blocks (with
-/// four B rows at a time the streamed 2 and 4 rows have since reached 26 and 35).
-/// The streamed kernel loads and stores every y row's vector per four or eight B
-/// rows, which more rows than four make the bottleneck.
+/// B rows on every ISA. Zen 3: 8 rows 17.2 streamed in one pass against 19.1–25.5
+/// packed in `NC`-wide blocks; the Zen 4 of session 38, on 32 registers: 34–41
+/// against 44–47. Streaming loads and stores every y row's vector per four or
+/// eight B rows, which more rows than four in one pass make the bottleneck (five
+/// to eight now run as two passes, measured on AVX2 only).
 pub(crate) const GEMV_KN_MAX_M: usize = 4;
 
 mod sealed {
@@ -366,7 +368,7 @@ pub fn gemm_ex<T: Weight>(
         let b_bytes = k
             .saturating_mul(n)
             .saturating_mul(core::mem::size_of::<T>());
-        if b.cs == 1 && (m == 1 || (m <= GEMV_KN_MAX_M && b_bytes > STREAMED_B_MIN_BYTES)) {
+        if b.cs == 1 && driver::Kernel::new(isa::active()).streams_b_rows(m, b_bytes) {
             return gemv_kn(alpha, a, b, beta, c, epi);
         }
     }

@@ -375,8 +375,10 @@ fn small_m_with_b_rows_4_kib_apart_packs_b_in_narrow_blocks() {
 
 #[test]
 fn small_m_over_a_b_past_the_l3_share_streams_or_packs_whole_blocks() {
-    // A row-major B of 17 MB (over `STREAMED_B_MIN_BYTES`): up to GEMV_KN_MAX_M
-    // rows stream its rows (`gemv_kn`), more pack it in NC-wide blocks (K past KC
+    // A row-major B of 17 MB (over `STREAMED_B_MIN_BYTES`): with a row-major A up to
+    // four rows stream its rows (`gemv_kn`), and under AVX2 five to eight rows too,
+    // in two passes over blocks of B; other kernels pack B for more than four rows,
+    // and so does an A that is not row-contiguous, in NC-wide blocks (K past KC
     // four times, N past NC, both ragged). Too large for Miri.
     if crate::testing::MIRI {
         return;
@@ -384,11 +386,13 @@ fn small_m_over_a_b_past_the_l3_share_streams_or_packs_whole_blocks() {
     let mut rng = Rng(53);
     let (k, n) = (1100, 3900);
     assert!(k * n * 4 > super::STREAMED_B_MIN_BYTES);
-    let lays = (Lay::RowMajor, Lay::RowMajor, Lay::Padded);
+    let streamed = (Lay::RowMajor, Lay::RowMajor, Lay::Padded);
+    let packed = (Lay::ColMajor, Lay::RowMajor, Lay::Padded);
     for_each_isa(|isa| {
-        for m in [1, 3, super::GEMV_KN_MAX_M + 1, SMALL_M] {
-            check_gemm(&mut rng, isa, (m, k, n), lays, (0.5, 0.0));
+        for m in [1, 3, 5, SMALL_M] {
+            check_gemm(&mut rng, isa, (m, k, n), streamed, (0.5, 0.0));
         }
+        check_gemm(&mut rng, isa, (SMALL_M, k, n), packed, (0.5, 0.0));
     });
 }
 
@@ -915,8 +919,8 @@ fn gemv_paths_match_reference() {
 }
 
 /// [K, N] GEMV into row-major y whose rows lie a multiple of 4 KiB apart (n = 1024,
-/// 2048): more than four x rows go through the padded on-stack chunk, several
-/// chunks per row and a ragged last one; fewer stay in place.
+/// 2048), accumulated in place: up to four x rows in one pass, five to eight in two
+/// passes of at most four, more in groups of eight.
 #[test]
 fn gemv_kn_with_y_rows_4_kib_apart_matches_reference() {
     let mut rng = Rng(47);
@@ -958,6 +962,58 @@ fn gemv_kn_with_y_rows_4_kib_apart_matches_reference() {
             y.assert_guard();
             let what = std::format!("{isa:?} gemv_kn m={m} k={k} n={n}");
             assert_close(&|i, j| y.buf[i * n + j], &want, m, n, &what);
+        }
+    });
+}
+
+/// [K, N] GEMV of five to eight x rows, two passes over blocks of B of whole rows
+/// of up to 4096 f32 or 8192 f16 columns, 16 rows at a time: these shapes cut B
+/// into ragged column blocks and ragged row blocks (shorter than the kernels' four
+/// or eight B rows at a time), with f32 and f16 weights, beta and a bias.
+#[test]
+fn gemv_kn_two_passes_cover_ragged_blocks() {
+    if crate::testing::MIRI {
+        return;
+    }
+    let mut rng = Rng(59);
+    for_each_isa(|isa| {
+        for &(m, k, n) in &[(5, 37, 4100), (8, 41, 8200), (7, 3, 4097)] {
+            for f16 in [false, true] {
+                let x = TMat::new(&mut rng, m, k, Lay::RowMajor, 0.0);
+                let b = TMat::new(&mut rng, k, n, Lay::RowMajor, 0.0);
+                let mut y = TMat::new(&mut rng, m, n, Lay::RowMajor, 0.0);
+                let bias: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
+                let epi = Epilogue {
+                    bias: Some(&bias),
+                    ..Default::default()
+                };
+                let (alpha, beta) = (1.5, 0.25);
+                let round = |v: f32| match f16 {
+                    true => half::f16::from_f32(v).to_f32(),
+                    false => v,
+                };
+                let want = reference(
+                    alpha,
+                    &|i, p| x.vals[i * k + p],
+                    &|p, j| round(b.vals[p * n + j]),
+                    beta,
+                    &|i, j| y.vals[i * n + j],
+                    &epi,
+                    (m, k, n),
+                );
+                let end = b.buf.len() - GUARD_LEN;
+                if f16 {
+                    let bh = b.convert(half::f16::from_f32);
+                    let bv = MatRef::new(&bh[b.off..end], k, n, b.rs, b.cs).unwrap();
+                    gemv_kn(alpha, x.view(), bv, beta, y.view_mut(), &epi)
+                } else {
+                    gemv_kn(alpha, x.view(), b.view(), beta, y.view_mut(), &epi)
+                }
+                .unwrap();
+                y.assert_guard();
+                let what = std::format!("{isa:?} gemv_kn m={m} k={k} n={n} f16={f16}");
+                assert_close(&|i, j| y.buf[i * n + j], &want, m, n, &what);
+            }
         }
     });
 }
